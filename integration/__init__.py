@@ -1,0 +1,1 @@
+"""Test harness: a real, containerized Ceph cluster driven by the docker SDK."""

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Runs inside the test container: brings up 1 mon, 1 mgr, N BlueStore OSDs on file-backed
+# devices (each with a small separate DB file so BlueFS spillover really happens) and 1 RGW,
+# all as plain processes on loopback (the container uses host networking).
+#
+# The harness writes /cluster/ceph.conf and /cluster/params.env before starting us, and
+# reads /cluster/state/{step,ready,failed}. Daemon logs go to /cluster/log/.
+set -euo pipefail
+
+C=/cluster
+# shellcheck disable=SC1091
+source "$C/params.env"   # MON_PORT RGW_PORT NUM_OSDS FSID RGW_ADMIN_UID
+mkdir -p "$C/state" "$C/log" "$C/data"
+exec >>"$C/log/bootstrap.log" 2>&1
+
+step() { echo "$1" >"$C/state/step"; echo "== $(date +%T) $1"; }
+trap 'rc=$?; echo "step \"$(cat "$C/state/step" 2>/dev/null)\" exited $rc" >"$C/state/failed"' ERR
+
+# Daemons use the Debian default paths; both point into the harness's directory so that
+# state and logs are on the host's filesystem (no O_DIRECT through overlayfs) and the
+# harness can delete them after the run.
+rm -rf /etc/ceph && ln -sfn "$C" /etc/ceph
+rm -rf /var/lib/ceph && ln -sfn "$C/data" /var/lib/ceph
+mkdir -p /var/lib/ceph/mon /var/lib/ceph/mgr /var/lib/ceph/osd /var/lib/ceph/radosgw /var/run/ceph
+
+step "mon keyrings"
+ceph-authtool --create-keyring /tmp/mon.keyring --gen-key -n mon. --cap mon 'allow *' >/dev/null
+ceph-authtool --create-keyring "$C/ceph.client.admin.keyring" --gen-key -n client.admin \
+  --cap mon 'allow *' --cap osd 'allow *' --cap mds 'allow *' --cap mgr 'allow *' >/dev/null
+chmod 600 "$C/ceph.client.admin.keyring"
+ceph-authtool /tmp/mon.keyring --import-keyring "$C/ceph.client.admin.keyring" >/dev/null
+
+step "mon mkfs"
+monmaptool --create --fsid "$FSID" --addv a "[v2:127.0.0.1:$MON_PORT]" /tmp/monmap >/dev/null
+ceph-mon --mkfs -i a --monmap /tmp/monmap --keyring /tmp/mon.keyring
+step "mon start"
+ceph-mon -i a
+
+step "mon quorum"
+for _ in $(seq 1 60); do
+  ceph --connect-timeout 5 mon stat >/dev/null 2>&1 && break
+  sleep 0.5
+done
+ceph --connect-timeout 5 mon stat
+
+step "mgr"
+mkdir -p /var/lib/ceph/mgr/ceph-x
+ceph auth get-or-create mgr.x mon 'allow profile mgr' osd 'allow *' mds 'allow *' \
+  >/var/lib/ceph/mgr/ceph-x/keyring
+ceph-mgr -i x
+
+step "osds"
+for _ in $(seq 1 "$NUM_OSDS"); do
+  uuid=$(uuidgen)
+  secret=$(ceph-authtool --gen-print-key)
+  # The secret goes through a file, never argv.
+  printf '{"cephx_secret": "%s"}' "$secret" >/tmp/osd-secret.json
+  id=$(ceph osd new "$uuid" -i /tmp/osd-secret.json)
+  rm -f /tmp/osd-secret.json
+  dir=/var/lib/ceph/osd/ceph-$id
+  mkdir -p "$dir"
+  ceph-authtool --create-keyring "$dir/keyring" --name "osd.$id" --add-key "$secret" >/dev/null
+  ceph-osd -i "$id" --mkfs --osd-uuid "$uuid" --no-mon-config
+  ceph-osd -i "$id"
+done
+
+step "rgw"
+mkdir -p /var/lib/ceph/radosgw/ceph-rgw.gw
+ceph auth get-or-create client.rgw.gw mon 'allow rw' osd 'allow rwx' mgr 'allow rw' \
+  >/var/lib/ceph/radosgw/ceph-rgw.gw/keyring
+radosgw -n client.rgw.gw --keyring /var/lib/ceph/radosgw/ceph-rgw.gw/keyring
+
+step "rgw admin user"
+# radosgw-admin generates the keys; they reach the host through a 0600 file, never argv.
+umask 077
+for _ in $(seq 1 120); do
+  if radosgw-admin user info --uid "$RGW_ADMIN_UID" >/dev/null 2>&1; then break; fi
+  if radosgw-admin user create --uid "$RGW_ADMIN_UID" --display-name "rgwkeeper admin" \
+       --caps "buckets=*;users=*;usage=*;metadata=*;zone=read" >/dev/null 2>&1; then break; fi
+  sleep 0.5
+done
+radosgw-admin user info --uid "$RGW_ADMIN_UID" >"$C/rgw-admin-user.json"
+umask 022
+
+step "running"
+touch "$C/state/ready"
+# Stay in the foreground while the daemons (which forked) run; the harness stops the
+# container by id.
+trap - ERR
+exec sleep infinity

@@ -1,0 +1,208 @@
+"""Find a Docker engine, or start one of our own and stop it by PID afterwards.
+
+No engine runs by default on the machines this project is tested on (FIELD-NOTES), and no
+registry can be reached. When nothing answers, we start ``dockerd`` with its own data root,
+exec root, socket and pid file, the flags measured to work here:
+``--iptables=false --ip6tables=false --bridge=none`` (containers use host networking).
+The data root lives in the persistent cache directory so a built image survives runs.
+
+Only one harness may own the engine at a time: an ``flock`` on the cache directory
+serialises concurrent test sessions on the same host (two clusters on a 2-core box would
+measure nothing useful anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from integration.errors import HarnessError
+
+DOCKERD_START_TIMEOUT_S = 60.0
+DOCKERD_STOP_TIMEOUT_S = 30.0
+LOCK_WAIT_S = 600.0
+
+
+def _ping(base_url: str, timeout: float = 3.0) -> bool:
+    try:
+        client = docker.DockerClient(base_url=base_url, timeout=timeout)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - any failure means "no engine answers here"
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Engine:
+    """A Docker engine the harness talks to; ``owned`` means we started it."""
+
+    base_url: str
+    owned: bool
+    pid: int | None = None
+    log: Path | None = None
+    _lock_fd: int | None = field(default=None, repr=False)
+
+    def client(self, timeout: float = 120.0) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.base_url, timeout=int(timeout))
+
+    def stop(self) -> None:
+        """Stop the engine if we started it (by PID, never by name), then drop the lock."""
+        try:
+            if self.owned and self.pid is not None:
+                _terminate_pid(self.pid, DOCKERD_STOP_TIMEOUT_S)
+        finally:
+            if self._lock_fd is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    os.close(self._lock_fd)
+                self._lock_fd = None
+
+
+def _terminate_pid(pid: int, timeout: float) -> None:
+    if not _pid_alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # Reap it if it is our child; otherwise just poll.
+        with contextlib.suppress(ChildProcessError):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _acquire_lock(path: Path, wait_s: float) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise HarnessError(
+                    "docker engine lock",
+                    f"another test session has held {path} for {wait_s:.0f} s",
+                ) from None
+            time.sleep(1.0)
+
+
+def find_or_start(cache_dir: Path) -> Engine:
+    """Use ``DOCKER_HOST`` or the system socket if an engine answers; else start our own."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    explicit = os.environ.get("DOCKER_HOST")
+    if explicit:
+        if not _ping(explicit):
+            raise HarnessError("docker engine", f"DOCKER_HOST={explicit} does not answer")
+        return Engine(base_url=explicit, owned=False)
+    if Path("/var/run/docker.sock").exists() and _ping("unix:///var/run/docker.sock"):
+        return Engine(base_url="unix:///var/run/docker.sock", owned=False)
+
+    lock_fd = _acquire_lock(cache_dir / "engine.lock", LOCK_WAIT_S)
+    try:
+        return _start_dockerd(cache_dir, lock_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(lock_fd)
+        raise
+
+
+def _start_dockerd(cache_dir: Path, lock_fd: int) -> Engine:
+    state = cache_dir / "engine"
+    state.mkdir(parents=True, exist_ok=True)
+    # The exec root holds unix sockets, whose paths must stay under 108 bytes.
+    exec_root = Path(f"/run/rgwkeeper-test-docker-{os.getuid()}")
+    sock = state / "docker.sock"
+    pidfile = state / "docker.pid"
+    log = state / "dockerd.log"
+
+    # A previous session that was killed may have left its engine running: we hold the
+    # lock now, so whatever its pid file names is ours to stop.
+    if pidfile.exists():
+        with contextlib.suppress(ValueError, OSError):
+            stale = int(pidfile.read_text().strip())
+            if _pid_alive(stale) and _cmdline(stale).startswith("dockerd"):
+                _terminate_pid(stale, DOCKERD_STOP_TIMEOUT_S)
+        pidfile.unlink(missing_ok=True)
+    sock.unlink(missing_ok=True)
+
+    dockerd = _which("dockerd")
+    storage_driver = os.environ.get("RGWKEEPER_TEST_STORAGE_DRIVER", "overlay2")
+    argv = [
+        dockerd,
+        f"--storage-driver={storage_driver}",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--bridge=none",
+        f"--data-root={state / 'data'}",
+        f"--exec-root={exec_root}",
+        "-H",
+        f"unix://{sock}",
+        f"--pidfile={pidfile}",
+    ]
+    with open(log, "ab") as logf:
+        logf.write(f"\n== {time.strftime('%F %T')} starting {' '.join(argv)}\n".encode())
+        logf.flush()
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    engine = Engine(base_url=f"unix://{sock}", owned=True, pid=proc.pid, log=log, _lock_fd=lock_fd)
+    deadline = time.monotonic() + DOCKERD_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            engine._lock_fd = None
+            raise HarnessError("docker engine start", f"dockerd exited with {proc.returncode}", log)
+        if sock.exists() and _ping(engine.base_url, timeout=2.0):
+            return engine
+        time.sleep(0.3)
+    engine.stop()
+    raise HarnessError(
+        "docker engine start", f"dockerd did not answer within {DOCKERD_START_TIMEOUT_S:.0f} s", log
+    )
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return os.path.basename(raw.split(b"\0", 1)[0].decode(errors="replace"))
+
+
+def _which(name: str) -> str:
+    for d in ("/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin"):
+        p = Path(d) / name
+        if p.exists():
+            return str(p)
+    raise HarnessError("docker engine start", f"{name} is not installed (run scripts/setup-host.sh)")
+

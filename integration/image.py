@@ -1,0 +1,158 @@
+"""The Ceph image for the tests: built locally, cached under a tag derived from the recipe.
+
+No container registry can be reached here (FIELD-NOTES), so the image is made from Debian
+bookworm's own packages (Pacific 16.2.15, the same release the host's clients come from):
+``debootstrap --variant=minbase``, then ``apt-get install`` inside the chroot (installing
+through debootstrap's ``--include`` leaves the Ceph packages unconfigured), then
+``tar | docker import``. Measured here: about 35 s debootstrap, a few minutes of apt, 12 s
+import, ~660 MB.
+
+``RGWKEEPER_CEPH_IMAGE`` names another image instead (for example an upstream
+``quay.io/ceph/ceph`` tag where a registry is reachable); it is pulled if absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from integration.errors import HarnessError
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("RGWKEEPER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+PACKAGES = (
+    "ceph-mon",
+    "ceph-mgr",
+    "ceph-osd",
+    "radosgw",
+    "ceph-common",
+    "uuid-runtime",
+    "procps",
+)
+# Bump when the build steps change in a way the package list does not show.
+RECIPE_REVISION = "1"
+REPOSITORY = "rgwkeeper-ceph"
+
+DEBOOTSTRAP_TIMEOUT_S = 900
+APT_TIMEOUT_S = 1500
+IMPORT_TIMEOUT_S = 600
+
+
+def recipe_tag() -> str:
+    recipe = "\n".join([RECIPE_REVISION, SUITE, MIRROR, *PACKAGES])
+    return f"{REPOSITORY}:{SUITE}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+
+
+def ensure_image(client: docker.DockerClient, cache_dir: Path) -> str:
+    """Return an image reference that exists in the engine, building it if needed."""
+    override = os.environ.get("RGWKEEPER_CEPH_IMAGE")
+    if override:
+        try:
+            client.images.get(override)
+        except docker.errors.ImageNotFound:
+            try:
+                client.images.pull(override)
+            except docker.errors.APIError as exc:
+                raise HarnessError(
+                    "image pull", f"RGWKEEPER_CEPH_IMAGE={override}: {exc.explanation}"
+                ) from None
+        return override
+
+    tag = recipe_tag()
+    try:
+        client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    build_image(client, cache_dir, tag)
+    return tag
+
+
+def _run(step: str, argv: list[str], log: Path, timeout: float, env: dict | None = None) -> None:
+    with open(log, "ab") as logf:
+        logf.write(f"\n== {time.strftime('%F %T')} {step}: {' '.join(argv)}\n".encode())
+        logf.flush()
+        try:
+            proc = subprocess.run(  # noqa: S603 - argv list, no shell
+                argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                timeout=timeout, env=env, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise HarnessError(f"image build ({step})", f"timed out after {timeout:.0f} s", log) from None
+    if proc.returncode != 0:
+        raise HarnessError(f"image build ({step})", f"exit code {proc.returncode}", log)
+
+
+def build_image(client: docker.DockerClient, cache_dir: Path, tag: str) -> None:
+    if os.geteuid() != 0:
+        raise HarnessError("image build", "debootstrap and chroot need root")
+    if not shutil.which("debootstrap"):
+        raise HarnessError("image build", "debootstrap is not installed (run scripts/setup-host.sh)")
+    build_dir = cache_dir / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log = build_dir / f"{tag.replace(':', '_')}.log"
+    root = build_dir / f"root-{os.getpid()}"
+    shutil.rmtree(root, ignore_errors=True)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+    try:
+        _run("debootstrap", ["debootstrap", "--variant=minbase", SUITE, str(root), MIRROR],
+             log, DEBOOTSTRAP_TIMEOUT_S, env)
+        # Same suites as the host (security and updates too), so the daemons in the image
+        # and the host's ceph/radosgw-admin clients are the same build.
+        sources = root / "etc/apt/sources.list"
+        sources.write_text(
+            f"deb {MIRROR} {SUITE} main\n"
+            f"deb {MIRROR} {SUITE}-updates main\n"
+            f"deb {MIRROR.replace('/debian', '/debian-security')} {SUITE}-security main\n"
+        )
+        shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
+        # Keep package scripts from trying to start services inside the chroot.
+        rc = root / "usr/sbin/policy-rc.d"
+        rc.write_text("#!/bin/sh\nexit 101\n")
+        rc.chmod(0o755)
+        _run("apt-get update", ["chroot", str(root), "apt-get", "update", "-qq"], log, APT_TIMEOUT_S, env)
+        _run(
+            "apt-get install",
+            ["chroot", str(root), "apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+            log, APT_TIMEOUT_S, env,
+        )
+        _run("apt-get clean", ["chroot", str(root), "apt-get", "clean"], log, 120, env)
+        shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
+        (root / "etc/resolv.conf").unlink(missing_ok=True)
+        _import(client, root, tag, log)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _import(client: docker.DockerClient, root: Path, tag: str, log: Path) -> None:
+    repository, _, version = tag.partition(":")
+    with open(log, "ab") as logf:
+        logf.write(f"\n== {time.strftime('%F %T')} docker import as {tag}\n".encode())
+        tar = subprocess.Popen(  # noqa: S603
+            ["tar", "--numeric-owner", "-C", str(root), "-c", "."],
+            stdout=subprocess.PIPE, stderr=logf, stdin=subprocess.DEVNULL,
+        )
+        try:
+            assert tar.stdout is not None
+            client.api.import_image(src=tar.stdout, repository=repository, tag=version, stream_src=True)
+        except docker.errors.APIError as exc:
+            tar.kill()
+            raise HarnessError("image build (docker import)", str(exc.explanation), log) from None
+        finally:
+            try:
+                tar.wait(timeout=IMPORT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                tar.kill()
+    if tar.returncode != 0:
+        raise HarnessError("image build (tar)", f"exit code {tar.returncode}", log)
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        raise HarnessError("image build (docker import)", f"{tag} is not in the engine afterwards", log) from None
