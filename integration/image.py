@@ -99,7 +99,11 @@ def build_image(client: docker.DockerClient, cache_dir: Path, tag: str) -> None:
     build_dir.mkdir(parents=True, exist_ok=True)
     log = build_dir / f"{tag.replace(':', '_')}.log"
     root = build_dir / f"root-{os.getpid()}"
-    shutil.rmtree(root, ignore_errors=True)
+    # Roots left by a build that was killed (its pid is gone) are ours to delete.
+    for stale in build_dir.glob("root-*"):
+        pid = stale.name.removeprefix("root-")
+        if pid.isdigit() and (int(pid) == os.getpid() or not Path(f"/proc/{pid}").exists()):
+            shutil.rmtree(stale, ignore_errors=True)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
     try:
         _run("debootstrap", ["debootstrap", "--variant=minbase", SUITE, str(root), MIRROR],
@@ -141,7 +145,11 @@ def _import(client: docker.DockerClient, root: Path, tag: str, log: Path) -> Non
         )
         try:
             assert tar.stdout is not None
-            client.api.import_image(src=tar.stdout, repository=repository, tag=version, stream_src=True)
+            stdout = tar.stdout
+            # A generator of large chunks: given the pipe itself, requests iterates it by
+            # lines, a few hundred bytes a read (measured: 1.5 MB/s instead of ~50 MB/s).
+            chunks = iter(lambda: stdout.read(1 << 20), b"")
+            client.api.import_image(src=chunks, repository=repository, tag=version, stream_src=True)
         except docker.errors.APIError as exc:
             tar.kill()
             raise HarnessError("image build (docker import)", str(exc.explanation), log) from None

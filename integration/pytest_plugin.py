@@ -1,0 +1,109 @@
+"""Pytest fixtures for tests that need a real Ceph.
+
+- ``ceph_cluster`` (session): the containerized cluster, booted once; or an existing one
+  named by ``RGWKEEPER_TEST_CEPH_CONF`` & co. If it cannot start, the run stops with one
+  line naming the step and the log file, and nothing is left running.
+- ``cluster_access``: a :class:`rgwkeeper.access.ClusterAccess` for it.
+- ``bucket_name``: a fresh, valid bucket name per test.
+- ``s3``: a boto3 client as the admin user.
+- ``rgw_option``: set a ``client`` option in the mon config database for one test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import uuid
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from integration.cluster import ClusterInfo, ContainerCluster, external_from_env
+from integration.errors import HarnessError
+
+_counter = itertools.count(1)
+
+
+def _sigterm_to_exit(signum: int, frame: Any) -> None:
+    # Turn SIGTERM into an exception so session finalizers remove the container and stop
+    # the engine (a bare SIGTERM would end the process with no cleanup).
+    raise SystemExit(128 + signum)
+
+
+@pytest.fixture(scope="session")
+def ceph_cluster() -> Iterator[ClusterInfo]:
+    try:
+        external = external_from_env()
+    except HarnessError as exc:
+        pytest.exit(f"integration harness: {exc}", returncode=3)
+    if external is not None:
+        yield external
+        return
+    previous = signal.signal(signal.SIGTERM, _sigterm_to_exit)
+    cluster = ContainerCluster()
+    try:
+        info = cluster.start()
+    except HarnessError as exc:
+        signal.signal(signal.SIGTERM, previous)
+        pytest.exit(f"integration harness: {exc}", returncode=3)
+    try:
+        print(f"\n[harness] cluster ready in {cluster.timings.get('total_s', 0):.1f} s "
+              f"({', '.join(f'{k}={v:.1f}' for k, v in cluster.timings.items())})")
+        yield info
+    finally:
+        cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture
+def cluster_access(ceph_cluster: ClusterInfo) -> Any:
+    from rgwkeeper.access import ClusterAccess
+
+    return ClusterAccess(
+        conf=ceph_cluster.conf, keyring=ceph_cluster.keyring, client_name="client.admin",
+        rgw_endpoint=ceph_cluster.rgw_endpoint, rgw_credentials_file=ceph_cluster.credentials_file,
+        timeout_s=20.0,
+    )
+
+
+@pytest.fixture
+def bucket_name(request: pytest.FixtureRequest) -> str:
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:30].strip("-")
+    return f"t{next(_counter)}-{stem}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def s3(ceph_cluster: ClusterInfo) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    access, secret = ceph_cluster.credentials()
+    return boto3.client(
+        "s3", endpoint_url=ceph_cluster.rgw_endpoint, aws_access_key_id=access,
+        aws_secret_access_key=secret, region_name="default",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3},
+                      max_pool_connections=32),
+    )
+
+
+@pytest.fixture
+def rgw_option(ceph_cluster: ClusterInfo) -> Iterator[Callable[[str, str], None]]:
+    """Set an option for every client (RGW and radosgw-admin) in the mon config database."""
+    touched: list[str] = []
+
+    def setter(name: str, value: str) -> None:
+        ceph_cluster.ceph("config", "set", "client", name, value)
+        touched.append(name)
+
+    yield setter
+    for name in touched:
+        ceph_cluster.ceph("config", "rm", "client", name)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("RGWKEEPER_SKIP_INTEGRATION") == "1":
+        skip = pytest.mark.skip(reason="RGWKEEPER_SKIP_INTEGRATION=1")
+        for item in items:
+            if "integration" in item.keywords:
+                item.add_marker(skip)

@@ -1,0 +1,76 @@
+"""RGW Admin Ops API adapter, on top of rgwadmin's signing and error mapping.
+
+rgwadmin builds query strings by ``%`` formatting without URL-encoding (a bucket called
+``x&purge-objects=true`` would add a parameter; FIELD-NOTES), so we never use its
+query-building helpers: every path is built here with ``urlencode`` from validated values
+and passed to ``RGWAdmin.request``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+from urllib.parse import urlencode, urlsplit
+
+import requests
+import rgwadmin
+import rgwadmin.exceptions as rgwexc
+
+from rgwkeeper.access import RgwCredentials
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
+from rgwkeeper.names import validate_bucket
+
+AdminFactory = Callable[..., Any]
+
+
+class AdminApi:
+    def __init__(self, endpoint: str, credentials: RgwCredentials, *, timeout_s: float,
+                 admin_entry: str = "admin", factory: AdminFactory = rgwadmin.RGWAdmin) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(f"RGW endpoint {endpoint!r} is not an http(s) URL like http://rgw1:8080")
+        self.endpoint = endpoint
+        self._entry = admin_entry
+        self._rgw = factory(
+            access_key=credentials.access_key, secret_key=credentials.secret_key,
+            server=parts.netloc, secure=parts.scheme == "https", timeout=timeout_s,
+            pool_connections=True,
+        )
+        self.timeout_s = timeout_s
+
+    def path(self, resource: str, params: dict[str, str]) -> str:
+        """The request path with every parameter URL-encoded (also what a dry run prints)."""
+        return f"/{self._entry}/{resource}?{urlencode({'format': 'json', **params})}"
+
+    def request(self, method: str, resource: str, params: dict[str, str]) -> Any:
+        path = self.path(resource, params)
+        what = f"{method.upper()} {path}"
+        try:
+            return self._rgw.request(method, path)
+        except (rgwexc.NoSuchBucket, rgwexc.NoSuchUser, rgwexc.NoSuchKey) as exc:
+            raise NotFound(what, type(exc).__name__) from None
+        except rgwexc.AccessDenied:
+            raise CephError(what, "AccessDenied: the admin user lacks the caps for this "
+                                  "(needs buckets=*; users=read; usage=read; metadata=read)") from None
+        except rgwexc.ServerDown:
+            raise CephUnreachable(what, "RGW answered with an error that has no body") from None
+        except rgwexc.RGWAdminException as exc:
+            raise CephError(what, str(exc.code)) from None
+        except requests.Timeout:
+            raise CephTimeout(what, f"no answer within {self.timeout_s:.0f} s") from None
+        except requests.ConnectionError:
+            raise CephUnreachable(what, f"cannot connect to {self.endpoint}") from None
+
+    async def arequest(self, method: str, resource: str, params: dict[str, str]) -> Any:
+        return await asyncio.to_thread(self.request, method, resource, params)
+
+    # -- queries ---------------------------------------------------------------------------------
+    async def buckets_with_stats(self) -> list[dict[str, Any]]:
+        """Every bucket with its stats, in one call (GET /admin/bucket?stats=True)."""
+        return await self.arequest("get", "bucket", {"stats": "True"}) or []
+
+    async def bucket_stats(self, bucket: str) -> dict[str, Any]:
+        return await self.arequest("get", "bucket", {"bucket": validate_bucket(bucket), "stats": "True"})
+
+    async def user_info(self, uid: str) -> dict[str, Any]:
+        return await self.arequest("get", "user", {"uid": uid})

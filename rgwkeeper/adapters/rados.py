@@ -1,0 +1,164 @@
+"""librados adapter: mon, mgr and per-OSD commands as JSON dicts, with a timeout on each.
+
+librados ignores the ``timeout`` argument of its command calls, and its own
+``rados_mon_op_timeout``/``rados_osd_op_timeout`` default to 0, which waits forever
+(FIELD-NOTES). We set both, plus ``client_mount_timeout`` for the connection, and also bound
+every call on our side: calls run on a small thread pool (librados is thread-safe) and the
+caller waits at most ``timeout`` seconds, so a blocking call never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import json
+from typing import Any, Callable, Protocol
+
+from rgwkeeper.access import ClusterAccess
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError
+
+# Commands that the mgr serves on Pacific (the ceph CLI routes them there; the mon answers
+# EINVAL "unrecognized command"). Everything else goes to the mon.
+MGR_PREFIXES = frozenset({
+    "df", "osd df", "osd pool stats", "pg stat", "pg dump", "pg ls", "osd perf", "config show",
+    "osd pool autoscale-status", "balancer status",
+})
+
+
+class RadosLike(Protocol):
+    def connect(self, timeout: int = 0) -> None: ...
+    def shutdown(self) -> None: ...
+    def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
+    def mgr_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
+    def osd_command(self, osdid: int, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
+
+
+def _default_factory(access: ClusterAccess) -> RadosLike:
+    import rados  # Debian's python3-rados; imported lazily so unit tests need no librados
+
+    t = str(int(max(1, access.timeout_s)))
+    conf = {"rados_mon_op_timeout": t, "rados_osd_op_timeout": t, "client_mount_timeout": t}
+    if access.keyring is not None:
+        conf["keyring"] = str(access.keyring)
+    return rados.Rados(conffile=str(access.conf), name=access.client_name, conf=conf)
+
+
+class RadosAdapter:
+    """One librados connection. Use :meth:`connect` first and :meth:`close` at the end."""
+
+    def __init__(self, access: ClusterAccess, *, factory: Callable[[ClusterAccess], RadosLike] | None = None,
+                 max_workers: int = 16) -> None:
+        self.access = access
+        self._factory = factory or _default_factory
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rados")
+        self._cluster: RadosLike | None = None
+
+    # -- connection ------------------------------------------------------------------------
+    def connect(self) -> None:
+        fut = self._pool.submit(self._connect_blocking)
+        try:
+            fut.result(timeout=self.access.timeout_s + 5)
+        except concurrent.futures.TimeoutError:
+            raise CephUnreachable(
+                f"connect to the cluster in {self.access.conf}",
+                f"no monitor answered within {self.access.timeout_s:.0f} s; check mon_host and that the mons run",
+            ) from None
+
+    def _connect_blocking(self) -> None:
+        try:
+            import rados
+            rados_errors: tuple[type[BaseException], ...] = (rados.Error,)
+        except ImportError:  # unit tests with a fake factory
+            rados = None  # type: ignore[assignment]
+            rados_errors = ()
+        try:
+            cluster = self._factory(self.access)
+            cluster.connect(timeout=int(self.access.timeout_s))
+        except rados_errors as exc:  # type: ignore[misc]
+            raise _connect_error(exc, self.access) from None
+        self._cluster = cluster
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            try:
+                self._cluster.shutdown()
+            finally:
+                self._cluster = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "RadosAdapter":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- commands ----------------------------------------------------------------------------
+    def command(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None) -> Any:
+        """Send one command and return its parsed JSON output (``None`` if it printed nothing)."""
+        fut = self._pool.submit(self._command_blocking, cmd, osd)
+        t = timeout or self.access.timeout_s
+        try:
+            return fut.result(timeout=t + 2)
+        except concurrent.futures.TimeoutError:
+            raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
+
+    async def acommand(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None) -> Any:
+        fut = self._pool.submit(self._command_blocking, cmd, osd)
+        t = timeout or self.access.timeout_s
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), t + 2)
+        except asyncio.TimeoutError:
+            raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
+
+    def _command_blocking(self, cmd: dict[str, Any], osd: int | None) -> Any:
+        if self._cluster is None:
+            raise CephError(_describe(cmd, osd), "not connected")
+        body = json.dumps({"format": "json", **cmd})
+        t = int(self.access.timeout_s)
+        if osd is not None:
+            ret, out, outs = self._cluster.osd_command(osd, body, b"", timeout=t)
+        elif cmd["prefix"] in MGR_PREFIXES:
+            ret, out, outs = self._cluster.mgr_command(body, b"", timeout=t)
+        else:
+            ret, out, outs = self._cluster.mon_command(body, b"", timeout=t)
+        if ret != 0:
+            cls = CephTimeout if ret == -errno.ETIMEDOUT else CephError
+            raise cls(_describe(cmd, osd), (outs or "").strip()[:300] or "error", ret=ret)
+        if isinstance(out, bytes):
+            out = out.decode("utf-8", errors="replace")
+        out = out.strip()
+        if not out:
+            return None
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError:
+            raise CephError(_describe(cmd, osd), f"answer is not JSON: {out[:120]!r}") from None
+
+
+def _describe(cmd: dict[str, Any], osd: int | None) -> str:
+    target = f"osd.{osd} " if osd is not None else ""
+    extra = " ".join(f"{k}={v}" for k, v in cmd.items() if k not in ("prefix", "format"))
+    return f"{target}{cmd.get('prefix', '?')}" + (f" {extra}" if extra else "")
+
+
+def _connect_error(exc: BaseException, access: ClusterAccess) -> Exception:
+    import rados
+
+    who = access.client_name
+    keyring = access.keyring or "the keyring ceph.conf names"
+    if isinstance(exc, rados.TimedOut):
+        return CephUnreachable(
+            f"connect to the cluster in {access.conf}",
+            f"no monitor answered within {access.timeout_s:.0f} s; check mon_host and that the mons run",
+        )
+    if isinstance(exc, rados.PermissionDeniedError):
+        return CredentialsError(f"cephx authentication as {who} failed with {keyring}; check --name and --keyring")
+    if isinstance(exc, rados.ObjectNotFound):
+        return CredentialsError(
+            f"no usable keyring for {who} ({keyring}); pass --keyring PATH readable by this user"
+        )
+    if isinstance(exc, (rados.InvalidArgumentError,)):
+        return CredentialsError(f"ceph.conf {access.conf} or the client name {who} is not valid: {exc}")
+    return CephUnreachable(f"connect to the cluster in {access.conf}", str(exc)[:300])

@@ -1,0 +1,101 @@
+"""S3 adapter (boto3): bucket create, listing, lifecycle configuration.
+
+Path-style addressing (RGW test and on-prem endpoints rarely have wildcard DNS), SigV4,
+bounded connect/read timeouts and a bounded retry count, so no call waits forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterator
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+from rgwkeeper.access import RgwCredentials
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
+from rgwkeeper.names import validate_bucket, validate_prefix
+
+
+def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32) -> Any:
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=credentials.access_key,
+        aws_secret_access_key=credentials.secret_key,
+        region_name="default",
+        config=BotoConfig(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s,
+            retries={"max_attempts": 3, "mode": "standard"},
+            max_pool_connections=max_pool,
+        ),
+    )
+
+
+class S3Adapter:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "?")
+            if code in ("NoSuchBucket", "NoSuchKey", "NoSuchLifecycleConfiguration", "404"):
+                raise NotFound(what, code) from None
+            raise CephError(what, code) from None
+        except (ConnectTimeoutError, ReadTimeoutError):
+            raise CephTimeout(what, "S3 request timed out") from None
+        except EndpointConnectionError:
+            raise CephUnreachable(what, "cannot connect to the RGW endpoint") from None
+        except BotoCoreError as exc:
+            raise CephError(what, type(exc).__name__) from None
+
+    def create_bucket(self, bucket: str) -> None:
+        validate_bucket(bucket)
+        self._call(f"CreateBucket {bucket}", self.client.create_bucket, Bucket=bucket)
+
+    def bucket_exists(self, bucket: str) -> bool:
+        validate_bucket(bucket)
+        try:
+            self._call(f"HeadBucket {bucket}", self.client.head_bucket, Bucket=bucket)
+            return True
+        except NotFound:
+            return False
+
+    def iter_keys(self, bucket: str, prefix: str | None = None, page_size: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every object (Key, Size, LastModified) under ``prefix``, page by page."""
+        validate_bucket(bucket)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxKeys": page_size}
+        if prefix is not None:
+            kwargs["Prefix"] = validate_prefix(prefix)
+        while True:
+            page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, **kwargs)
+            yield from page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def get_lifecycle(self, bucket: str) -> list[dict[str, Any]]:
+        validate_bucket(bucket)
+        try:
+            out = self._call(f"GetBucketLifecycleConfiguration {bucket}",
+                             self.client.get_bucket_lifecycle_configuration, Bucket=bucket)
+        except NotFound as exc:
+            if exc.detail == "NoSuchLifecycleConfiguration":
+                return []
+            raise
+        return out.get("Rules", [])
+
+    def put_lifecycle(self, bucket: str, rules: list[dict[str, Any]]) -> None:
+        validate_bucket(bucket)
+        self._call(f"PutBucketLifecycleConfiguration {bucket}",
+                   self.client.put_bucket_lifecycle_configuration,
+                   Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+
+    async def acreate_bucket(self, bucket: str) -> None:
+        await asyncio.to_thread(self.create_bucket, bucket)

@@ -1,0 +1,97 @@
+"""Gather one raw observation of the cluster, in parallel, through the adapters.
+
+The result is a plain dict of the JSON each command returned (the same shape the fixtures
+under ``tests/fixtures/`` hold), which :func:`rgwkeeper.snapshot.parse` turns into a
+:class:`~rgwkeeper.snapshot.Snapshot` without any I/O. Cluster-wide commands must all
+answer; per-OSD and per-bucket parts that fail (a down OSD, RGW unreachable) are recorded
+under ``errors`` with what was asked, so a report shows the gap instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.config import Config
+from rgwkeeper.errors import CephError
+
+CLUSTER_COMMANDS: dict[str, dict[str, Any]] = {
+    "status": {"prefix": "status"},
+    "health": {"prefix": "health", "detail": "detail"},
+    "df": {"prefix": "df"},
+    "osd_dump": {"prefix": "osd dump"},
+    "osd_df": {"prefix": "osd df"},
+    "pool_stats": {"prefix": "osd pool stats"},
+    "versions": {"prefix": "versions"},
+}
+
+
+@dataclass
+class Adapters:
+    rados: RadosAdapter
+    radosgw_admin: RadosgwAdmin | None = None
+    admin_api: AdminApi | None = None
+
+
+async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
+    t0 = time.monotonic()
+    raw: dict[str, Any] = {"taken_at": time.time(), "errors": []}
+    errors: list[dict[str, str]] = raw["errors"]
+
+    names = list(CLUSTER_COMMANDS)
+    results = await asyncio.gather(*(adapters.rados.acommand(CLUSTER_COMMANDS[n]) for n in names))
+    raw.update(zip(names, results))
+
+    async def guarded(source: str, coro: Any) -> Any:
+        try:
+            return await coro
+        except CephError as exc:
+            errors.append({"source": source, "error": str(exc)})
+            return None
+
+    up_osds = [o["osd"] for o in raw["osd_dump"].get("osds", []) if o.get("up") == 1]
+    sem = asyncio.Semaphore(config.observe.osd_parallelism)
+
+    async def per_osd(osd_id: int, cmd: dict[str, Any]) -> Any:
+        async with sem:
+            return await adapters.rados.acommand(cmd, osd=osd_id)
+
+    async def osd_info(osd_id: int) -> tuple[int, Any, dict[str, Any]]:
+        perf_task = guarded(f"osd.{osd_id} perf dump bluefs",
+                            per_osd(osd_id, {"prefix": "perf dump", "logger": "bluefs"}))
+        opt_tasks = [guarded(f"osd.{osd_id} config get {name}",
+                             per_osd(osd_id, {"prefix": "config get", "var": name}))
+                     for name in config.observe.scrub_options]
+        perf, *opts = await asyncio.gather(perf_task, *opt_tasks)
+        merged: dict[str, Any] = {}
+        for o in opts:
+            if isinstance(o, dict):
+                merged.update(o)
+        return osd_id, perf, merged
+
+    async def rgw_limit() -> Any:
+        if config.rgw.max_objs_per_shard is not None:
+            return {"rgw_max_objs_per_shard": config.rgw.max_objs_per_shard, "source": "config"}
+        out = await adapters.rados.acommand(
+            {"prefix": "config get", "who": "client.rgw", "key": "rgw_max_objs_per_shard"})
+        return {"rgw_max_objs_per_shard": out, "source": "mon config database (client.rgw)"}
+
+    tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit())]
+    if adapters.admin_api is not None:
+        tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
+    if adapters.radosgw_admin is not None:
+        tasks.append(guarded("radosgw-admin reshard list", adapters.radosgw_admin.reshard_list()))
+    osd_results, limit, *rest = await asyncio.gather(*tasks)
+
+    raw["osd_bluefs"] = {str(i): perf for i, perf, _ in osd_results if perf is not None}
+    raw["osd_config"] = {str(i): opts for i, _, opts in osd_results if opts}
+    raw["rgw_limit"] = limit
+    raw["buckets"] = rest[0] if adapters.admin_api is not None else None
+    raw["reshard_queue"] = rest[-1] if adapters.radosgw_admin is not None else None
+    raw["collect_seconds"] = round(time.monotonic() - t0, 3)
+    return raw

@@ -1,0 +1,384 @@
+"""One snapshot of the cluster: frozen dataclasses named the way Ceph names things.
+
+:func:`parse` turns a raw observation (the JSON of each command, as gathered by
+:mod:`rgwkeeper.observe` or loaded from a fixture) into a :class:`Snapshot`. It does no I/O
+and is linear in the number of OSDs and buckets (see ``bench/snapshot.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+# Health codes rgwkeeper acts on or reports; the full set of checks is kept regardless.
+BLUEFS_SPILLOVER = "BLUEFS_SPILLOVER"
+OSD_NEARFULL = "OSD_NEARFULL"
+OSD_BACKFILLFULL = "OSD_BACKFILLFULL"
+OSD_FULL = "OSD_FULL"
+POOL_NEARFULL = "POOL_NEARFULL"
+OSDMAP_FLAGS = "OSDMAP_FLAGS"
+PG_NOT_DEEP_SCRUBBED = "PG_NOT_DEEP_SCRUBBED"
+
+RGW_DEFAULT_MAX_OBJS_PER_SHARD = 100_000  # rgw_max_objs_per_shard's default
+
+_RELEASE_RE = re.compile(r"ceph version (\S+) \([0-9a-f]+\) (\w+)")
+
+
+@dataclass(frozen=True, slots=True)
+class FullRatios:
+    """The OSDMap's fill thresholds (fractions of raw capacity)."""
+
+    nearfull_ratio: float
+    backfillfull_ratio: float
+    full_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class RawFill:
+    total_bytes: int
+    total_used_raw_bytes: int
+    total_avail_bytes: int
+
+    @property
+    def used_ratio(self) -> float:
+        return self.total_used_raw_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFill:
+    pool_id: int
+    name: str
+    stored_bytes: int
+    objects: int
+    bytes_used: int
+    percent_used: float  # a fraction 0..1, as `ceph df` reports it despite the name
+    max_avail_bytes: int
+    applications: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OsdUtilization:
+    osd_id: int
+    up: bool
+    in_: bool
+    kb: int
+    kb_used: int
+    utilization: float  # percent, as `ceph osd df` reports it
+    pgs: int
+
+    @property
+    def used_ratio(self) -> float:
+        return self.kb_used / self.kb if self.kb else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BluefsUsage:
+    """BlueFS space of one OSD (``ceph tell osd.N perf dump bluefs``)."""
+
+    osd_id: int
+    db_total_bytes: int
+    db_used_bytes: int
+    slow_used_bytes: int
+
+    @property
+    def spilled_over(self) -> bool:
+        return self.slow_used_bytes > 0
+
+
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    code: str
+    severity: str
+    summary: str
+    count: int
+    detail: tuple[str, ...]
+    muted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIo:
+    pool: str
+    write_op_per_sec: float
+    write_bytes_sec: float
+    read_op_per_sec: float
+    read_bytes_sec: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubState:
+    pgs_total: int
+    pgs_scrubbing: int  # shallow scrubs in progress
+    pgs_deep_scrubbing: int
+    noscrub: bool
+    nodeep_scrub: bool
+    #: op queue in force on each OSD that answered: "wpq" or "mclock_scheduler".
+    op_queue_by_osd: Mapping[int, str]
+    #: Effective option values read from each OSD: {option: {osd_id: value}}.
+    effective_options: Mapping[str, Mapping[int, str]]
+
+    @property
+    def op_queues(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.op_queue_by_osd.values())))
+
+
+@dataclass(frozen=True, slots=True)
+class BucketShards:
+    """A bucket's index sharding and how close it is to dynamic resharding."""
+
+    bucket: str
+    tenant: str
+    owner: str
+    num_objects: int
+    size_bytes: int
+    num_shards: int
+    objects_per_shard: int
+    fill_ratio: float  # objects_per_shard / max_objs_per_shard
+    fill_status: str  # "OK", "WARN" (>= warning ratio), "OVER" (>= 100%): radosgw-admin's words
+    in_reshard_queue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveError:
+    source: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: float
+    fsid: str
+    release: str  # e.g. "pacific"
+    version: str  # e.g. "16.2.15"
+    versions: Mapping[str, Mapping[str, int]]
+    health_status: str
+    checks: Mapping[str, HealthCheck]
+    ratios: FullRatios
+    raw: RawFill
+    pools: tuple[PoolFill, ...]
+    osds: tuple[OsdUtilization, ...]
+    bluefs: tuple[BluefsUsage, ...]
+    rgw_data_pools: tuple[str, ...]
+    rgw_io: ClientIo
+    scrub: ScrubState
+    max_objs_per_shard: int
+    max_objs_per_shard_source: str
+    buckets: tuple[BucketShards, ...]
+    errors: tuple[ObserveError, ...] = field(default=())
+
+    # -- derived views ---------------------------------------------------------------------
+    @property
+    def headroom_to_nearfull(self) -> float:
+        """Raw capacity fraction left before the nearfull ratio (negative: past it)."""
+        return self.ratios.nearfull_ratio - self.raw.used_ratio
+
+    @property
+    def fullest_osd(self) -> OsdUtilization | None:
+        return max(self.osds, key=lambda o: o.used_ratio, default=None)
+
+    @property
+    def spilled_osds(self) -> tuple[BluefsUsage, ...]:
+        return tuple(b for b in self.bluefs if b.spilled_over)
+
+    def has_check(self, code: str) -> bool:
+        return code in self.checks
+
+    def buckets_nearest_reshard(self, limit: int = 10) -> tuple[BucketShards, ...]:
+        return tuple(sorted(self.buckets, key=lambda b: b.fill_ratio, reverse=True)[:limit])
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["derived"] = {
+            "raw_used_ratio": self.raw.used_ratio,
+            "headroom_to_nearfull": self.headroom_to_nearfull,
+            "fullest_osd": self.fullest_osd.osd_id if self.fullest_osd else None,
+            "fullest_osd_used_ratio": self.fullest_osd.used_ratio if self.fullest_osd else None,
+            "spilled_osds": [b.osd_id for b in self.spilled_osds],
+            "op_queues": list(self.scrub.op_queues),
+        }
+        return _jsonable(out)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# -- parsing -------------------------------------------------------------------------------
+def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warning_ratio: float = 0.9) -> Snapshot:
+    """Build a Snapshot from a raw observation. Pure: no I/O, no clock."""
+    osd_dump = raw["osd_dump"]
+    release, version = parse_release(raw.get("versions") or {})
+    pools_meta = {p["pool"]: p for p in osd_dump.get("pools", [])}
+    rgw_pools = tuple(data_pools) or tuple(
+        p["pool_name"] for p in pools_meta.values()
+        if "rgw" in (p.get("application_metadata") or {}) and p["pool_name"].endswith(".buckets.data")
+    )
+    limit, limit_source = _shard_limit(raw.get("rgw_limit"))
+    return Snapshot(
+        taken_at=float(raw.get("taken_at", 0.0)),
+        fsid=osd_dump.get("fsid", raw["status"].get("fsid", "")),
+        release=release,
+        version=version,
+        versions={k: dict(v) for k, v in (raw.get("versions") or {}).items()},
+        health_status=raw["health"].get("status", "UNKNOWN"),
+        checks=parse_checks(raw["health"]),
+        ratios=FullRatios(
+            nearfull_ratio=float(osd_dump["nearfull_ratio"]),
+            backfillfull_ratio=float(osd_dump["backfillfull_ratio"]),
+            full_ratio=float(osd_dump["full_ratio"]),
+        ),
+        raw=_raw_fill(raw["df"]["stats"]),
+        pools=tuple(_pool_fill(p, pools_meta.get(p["id"], {})) for p in raw["df"].get("pools", [])),
+        osds=parse_osds(osd_dump, raw.get("osd_df") or {}),
+        bluefs=parse_bluefs(raw.get("osd_bluefs") or {}),
+        rgw_data_pools=rgw_pools,
+        rgw_io=parse_client_io(raw.get("pool_stats") or [], rgw_pools),
+        scrub=parse_scrub(raw["status"], osd_dump, raw.get("osd_config") or {}),
+        max_objs_per_shard=limit,
+        max_objs_per_shard_source=limit_source,
+        buckets=parse_buckets(raw.get("buckets") or [], raw.get("reshard_queue") or [], limit, shard_warning_ratio),
+        errors=tuple(ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])),
+    )
+
+
+def parse_release(versions: Mapping[str, Any]) -> tuple[str, str]:
+    """The oldest release running anywhere (what limits behaviour), e.g. ("pacific", "16.2.15")."""
+    found = []
+    for key in (versions.get("overall") or {}):
+        m = _RELEASE_RE.match(key)
+        if m:
+            found.append((tuple(int(x) for x in re.findall(r"\d+", m.group(1))[:3]), m.group(2), m.group(1)))
+    if not found:
+        return "unknown", "unknown"
+    _, name, version = min(found)
+    return name, version
+
+
+def parse_checks(health: Mapping[str, Any]) -> dict[str, HealthCheck]:
+    out = {}
+    for code, c in (health.get("checks") or {}).items():
+        summary = c.get("summary") or {}
+        out[code] = HealthCheck(
+            code=code, severity=c.get("severity", ""), summary=summary.get("message", ""),
+            count=int(summary.get("count", 0) or 0),
+            detail=tuple(d.get("message", "") for d in c.get("detail") or ()),
+            muted=bool(c.get("muted", False)),
+        )
+    return out
+
+
+def _raw_fill(stats: Mapping[str, Any]) -> RawFill:
+    return RawFill(
+        total_bytes=int(stats["total_bytes"]),
+        total_used_raw_bytes=int(stats.get("total_used_raw_bytes", stats.get("total_used_bytes", 0))),
+        total_avail_bytes=int(stats["total_avail_bytes"]),
+    )
+
+
+def _pool_fill(p: Mapping[str, Any], meta: Mapping[str, Any]) -> PoolFill:
+    s = p["stats"]
+    return PoolFill(
+        pool_id=int(p["id"]), name=p["name"], stored_bytes=int(s.get("stored", 0)),
+        objects=int(s.get("objects", 0)), bytes_used=int(s.get("bytes_used", 0)),
+        percent_used=float(s.get("percent_used", 0.0)), max_avail_bytes=int(s.get("max_avail", 0)),
+        applications=tuple(sorted((meta.get("application_metadata") or {}).keys())),
+    )
+
+
+def parse_osds(osd_dump: Mapping[str, Any], osd_df: Mapping[str, Any]) -> tuple[OsdUtilization, ...]:
+    state = {o["osd"]: o for o in osd_dump.get("osds", [])}
+    out = []
+    for n in osd_df.get("nodes", []):
+        st = state.get(n["id"], {})
+        out.append(OsdUtilization(
+            osd_id=int(n["id"]), up=st.get("up") == 1, in_=st.get("in") == 1,
+            kb=int(n.get("kb", 0)), kb_used=int(n.get("kb_used", 0)),
+            utilization=float(n.get("utilization", 0.0)), pgs=int(n.get("pgs", 0)),
+        ))
+    return tuple(out)
+
+
+def parse_bluefs(per_osd: Mapping[str, Any]) -> tuple[BluefsUsage, ...]:
+    out = []
+    for osd_id, perf in per_osd.items():
+        b = perf.get("bluefs", perf)
+        out.append(BluefsUsage(
+            osd_id=int(osd_id), db_total_bytes=int(b.get("db_total_bytes", 0)),
+            db_used_bytes=int(b.get("db_used_bytes", 0)), slow_used_bytes=int(b.get("slow_used_bytes", 0)),
+        ))
+    return tuple(sorted(out, key=lambda b: b.osd_id))
+
+
+def parse_client_io(pool_stats: Iterable[Mapping[str, Any]], pools: Iterable[str]) -> ClientIo:
+    wanted = set(pools)
+    w_op = w_b = r_op = r_b = 0.0
+    for p in pool_stats:
+        if p.get("pool_name") in wanted:
+            io = p.get("client_io_rate") or {}
+            w_op += float(io.get("write_op_per_sec", 0))
+            w_b += float(io.get("write_bytes_sec", 0))
+            r_op += float(io.get("read_op_per_sec", 0))
+            r_b += float(io.get("read_bytes_sec", 0))
+    return ClientIo(pool=",".join(sorted(wanted)), write_op_per_sec=w_op, write_bytes_sec=w_b,
+                    read_op_per_sec=r_op, read_bytes_sec=r_b)
+
+
+def parse_scrub(status: Mapping[str, Any], osd_dump: Mapping[str, Any],
+                osd_config: Mapping[str, Mapping[str, Any]]) -> ScrubState:
+    pgmap = status.get("pgmap") or {}
+    scrubbing = deep = 0
+    for s in pgmap.get("pgs_by_state", []):
+        states = s["state_name"].split("+")
+        if "scrubbing" in states:
+            if "deep" in states:
+                deep += int(s["count"])
+            else:
+                scrubbing += int(s["count"])
+    flags = set(osd_dump.get("flags_set") or str(osd_dump.get("flags", "")).split(","))
+    options: dict[str, dict[int, str]] = {}
+    for osd_id, opts in osd_config.items():
+        for name, value in opts.items():
+            options.setdefault(name, {})[int(osd_id)] = str(value)
+    return ScrubState(
+        pgs_total=int(pgmap.get("num_pgs", 0)), pgs_scrubbing=scrubbing, pgs_deep_scrubbing=deep,
+        noscrub="noscrub" in flags, nodeep_scrub="nodeep-scrub" in flags,
+        op_queue_by_osd=dict(options.get("osd_op_queue", {})),
+        effective_options=options,
+    )
+
+
+def _shard_limit(raw: Mapping[str, Any] | None) -> tuple[int, str]:
+    if not raw:
+        return RGW_DEFAULT_MAX_OBJS_PER_SHARD, "default (could not be read)"
+    value = raw.get("rgw_max_objs_per_shard")
+    if isinstance(value, dict):  # `config get` may answer {"rgw_max_objs_per_shard": N}
+        value = value.get("rgw_max_objs_per_shard")
+    try:
+        return int(value), str(raw.get("source", "mon config database"))
+    except (TypeError, ValueError):
+        return RGW_DEFAULT_MAX_OBJS_PER_SHARD, "default (could not be read)"
+
+
+def parse_buckets(stats: Iterable[Mapping[str, Any]], reshard_queue: Iterable[Mapping[str, Any]],
+                  max_objs_per_shard: int, warning_ratio: float) -> tuple[BucketShards, ...]:
+    queued = {(q.get("tenant", ""), q.get("bucket_name", "")) for q in reshard_queue}
+    out = []
+    for b in stats:
+        usage = (b.get("usage") or {}).get("rgw.main") or {}
+        num_objects = int(usage.get("num_objects", 0))
+        shards = int(b.get("num_shards", 0) or 0)
+        # num_shards 0 means an unsharded index: a single shard object.
+        per_shard = num_objects // max(shards, 1)
+        ratio = per_shard / max_objs_per_shard if max_objs_per_shard else 0.0
+        status = "OVER" if ratio >= 1.0 else "WARN" if ratio >= warning_ratio else "OK"
+        tenant = b.get("tenant", "") or ""
+        out.append(BucketShards(
+            bucket=b["bucket"], tenant=tenant, owner=str(b.get("owner", "")), num_objects=num_objects,
+            size_bytes=int(usage.get("size", 0)), num_shards=shards, objects_per_shard=per_shard,
+            fill_ratio=ratio, fill_status=status, in_reshard_queue=(tenant, b["bucket"]) in queued,
+        ))
+    return tuple(out)

@@ -1,0 +1,1 @@
+pytest_plugins = ["integration.pytest_plugin"]
