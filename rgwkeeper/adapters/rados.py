@@ -18,12 +18,8 @@ from typing import Any, Callable, Protocol
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError
 
-# Commands that the mgr serves on Pacific (the ceph CLI routes them there; the mon answers
-# EINVAL "unrecognized command"). Everything else goes to the mon.
-MGR_PREFIXES = frozenset({
-    "df", "osd df", "osd pool stats", "pg stat", "pg dump", "pg ls", "osd perf", "config show",
-    "osd pool autoscale-status", "balancer status",
-})
+# The mon forwards mgr commands ("osd df", "osd pool stats", "pg stat") on Pacific (checked
+# against 16.2.15), while the mgr refuses mon commands: so every cluster command goes to the mon.
 
 
 class RadosLike(Protocol):
@@ -119,8 +115,6 @@ class RadosAdapter:
         t = int(self.access.timeout_s)
         if osd is not None:
             ret, out, outs = self._cluster.osd_command(osd, body, b"", timeout=t)
-        elif cmd["prefix"] in MGR_PREFIXES:
-            ret, out, outs = self._cluster.mgr_command(body, b"", timeout=t)
         else:
             ret, out, outs = self._cluster.mon_command(body, b"", timeout=t)
         if ret != 0:
@@ -158,6 +152,11 @@ def _connect_error(exc: BaseException, access: ClusterAccess) -> Exception:
     if isinstance(exc, rados.ObjectNotFound):
         return CredentialsError(
             f"no usable keyring for {who} ({keyring}); pass --keyring PATH readable by this user"
+        )
+    if isinstance(exc, rados.IOError):
+        # Measured on 16.2.15: a keyring whose key is not valid base64 gives EIO at connect.
+        return CredentialsError(
+            f"connecting as {who} failed with EIO; the usual cause is a malformed key in {keyring}"
         )
     if isinstance(exc, (rados.InvalidArgumentError,)):
         return CredentialsError(f"ceph.conf {access.conf} or the client name {who} is not valid: {exc}")

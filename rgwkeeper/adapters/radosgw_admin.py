@@ -72,6 +72,16 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"no JSON document in output ({stripped[:80]!r}...)")
 
 
+# radosgw-admin exits with the error code modulo 256: ENOENT is 2, and RGW's own
+# ERR_NO_SUCH_BUCKET (2002) shows as exit 210 with "failure: (2002) Unknown error 2002"
+# (captured from 16.2.15 in tests/fixtures/pacific/radosgw-admin.json).
+_NOT_FOUND_CODES = ("(2)", "(2002)")
+
+
+def _is_not_found(result: CompletedRun) -> bool:
+    return result.returncode in (2, 2002 % 256) and any(c in result.stderr for c in _NOT_FOUND_CODES)
+
+
 class RadosgwAdmin:
     def __init__(self, access: ClusterAccess, *, runner: Runner = subprocess_runner,
                  binary: str = "radosgw-admin") -> None:
@@ -90,8 +100,7 @@ class RadosgwAdmin:
         argv = self.argv(*args)
         result = await self._runner(argv, timeout or self.access.timeout_s)
         if result.returncode != 0:
-            if result.returncode == 2 and "No such file or directory" in result.stderr:
-                # ENOENT: radosgw-admin prints "failure: (2) No such file or directory".
+            if _is_not_found(result):
                 raise NotFound(" ".join(args[:4]), "does not exist", ret=-2)
             raise CommandFailed(argv, result.returncode, result.stderr)
         return result

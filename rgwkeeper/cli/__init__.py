@@ -1,0 +1,1 @@
+"""The command line: thin; it resolves access, calls the layers below and renders."""

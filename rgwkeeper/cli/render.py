@@ -1,0 +1,147 @@
+"""Rich rendering of a snapshot: what an operator scans in a few seconds."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from rgwkeeper.snapshot import Snapshot
+
+_STATUS_STYLE = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow", "HEALTH_ERR": "red"}
+_FILL_STYLE = {"OK": "green", "WARN": "yellow", "OVER": "red"}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def _ratio_style(used: float, nearfull: float) -> str:
+    if used >= nearfull:
+        return "red"
+    if used >= nearfull - 0.05:
+        return "yellow"
+    return "green"
+
+
+def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | None = None) -> None:
+    console = console or Console()
+    header = Text.assemble(
+        ("cluster ", "bold"), snap.fsid, "  ",
+        (f"ceph {snap.version} ({snap.release})", "cyan"), "  ",
+        (snap.health_status, _STATUS_STYLE.get(snap.health_status, "white")),
+    )
+    if snap.checks:
+        header.append("  " + " ".join(sorted(snap.checks)), style="yellow")
+    console.print(header)
+    console.print(_fill(snap))
+    console.print(_spillover(snap))
+    console.print(_scrub(snap))
+    if bucket_rows:
+        console.print(_buckets(snap, bucket_rows))
+    if snap.errors:
+        t = Table(title="not observed", title_justify="left", show_header=True, header_style="bold red")
+        t.add_column("source")
+        t.add_column("error")
+        for e in snap.errors:
+            t.add_row(e.source, e.error)
+        console.print(t)
+
+
+def _fill(snap: Snapshot) -> Panel:
+    r = snap.ratios
+    used = snap.raw.used_ratio
+    lines = [
+        Text.assemble(
+            "raw ", (pct(used), _ratio_style(used, r.nearfull_ratio)),
+            f" used ({human_bytes(snap.raw.total_used_raw_bytes)} of {human_bytes(snap.raw.total_bytes)}), ",
+            (f"{pct(snap.headroom_to_nearfull)} headroom", "bold"),
+            f" to nearfull {pct(r.nearfull_ratio)}; backfillfull {pct(r.backfillfull_ratio)}, full {pct(r.full_ratio)}",
+        )
+    ]
+    fullest = snap.fullest_osd
+    if fullest is not None:
+        lines.append(Text.assemble(
+            "fullest OSD ", (f"osd.{fullest.osd_id}", "bold"), " ",
+            (pct(fullest.used_ratio), _ratio_style(fullest.used_ratio, r.nearfull_ratio)),
+            f" ({pct(r.nearfull_ratio - fullest.used_ratio)} to nearfull; one nearfull OSD limits the cluster)",
+        ))
+    io = snap.rgw_io
+    lines.append(Text(
+        f"RGW data pool{'s' if len(snap.rgw_data_pools) != 1 else ''} "
+        f"{', '.join(snap.rgw_data_pools) or '(none found)'}: "
+        f"{io.write_op_per_sec:.0f} write op/s, {human_bytes(io.write_bytes_sec)}/s written, "
+        f"{io.read_op_per_sec:.0f} read op/s"
+    ))
+    pools = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, just in (("pool", "left"), ("stored", "right"), ("objects", "right"), ("used", "right"), ("max avail", "right")):
+        pools.add_column(col, justify=just)  # type: ignore[arg-type]
+    for p in sorted(snap.pools, key=lambda p: p.stored_bytes, reverse=True)[:8]:
+        pools.add_row(p.name, human_bytes(p.stored_bytes), f"{p.objects:,}", pct(p.percent_used),
+                      human_bytes(p.max_avail_bytes))
+    return Panel(Group(*lines, pools), title="fill", title_align="left")
+
+
+def _spillover(snap: Snapshot) -> Panel:
+    spilled = snap.spilled_osds
+    flagged = snap.has_check("BLUEFS_SPILLOVER")
+    if not snap.bluefs:
+        body: Text | Table = Text("no OSD answered perf dump bluefs", style="red")
+    elif not spilled:
+        body = Text(f"no spillover on {len(snap.bluefs)} OSDs", style="green")
+    else:
+        body = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in ("osd", "slow used", "db used", "db total", "db used %"):
+            body.add_column(col, justify="left" if col == "osd" else "right")
+        for b in sorted(spilled, key=lambda b: b.slow_used_bytes, reverse=True):
+            body.add_row(f"osd.{b.osd_id}", Text(human_bytes(b.slow_used_bytes), style="yellow"),
+                         human_bytes(b.db_used_bytes), human_bytes(b.db_total_bytes),
+                         pct(b.db_used_bytes / b.db_total_bytes) if b.db_total_bytes else "-")
+    title = f"BlueFS spillover: {len(spilled)} of {len(snap.bluefs)} OSDs" + (" (BLUEFS_SPILLOVER)" if flagged else "")
+    return Panel(body, title=title, title_align="left")
+
+
+def _scrub(snap: Snapshot) -> Panel:
+    s = snap.scrub
+    flags = [f for f, on in (("noscrub", s.noscrub), ("nodeep-scrub", s.nodeep_scrub)) if on]
+    lines = [Text.assemble(
+        f"{s.pgs_deep_scrubbing} PGs deep-scrubbing, {s.pgs_scrubbing} scrubbing, of {s.pgs_total}; flags: ",
+        (", ".join(flags) or "none", "yellow" if flags else "green"),
+        "; op queue: ", (", ".join(s.op_queues) or "unknown", "cyan"),
+    )]
+    for name, per_osd in sorted(s.effective_options.items()):
+        if name == "osd_op_queue":
+            continue
+        counts = Counter(per_osd.values())
+        values = ", ".join(f"{v} on {n} OSD{'s' if n != 1 else ''}" for v, n in counts.most_common())
+        lines.append(Text(f"  {name} = {values}"))
+    if snap.has_check("PG_NOT_DEEP_SCRUBBED"):
+        lines.append(Text(f"PG_NOT_DEEP_SCRUBBED: {snap.checks['PG_NOT_DEEP_SCRUBBED'].summary}", style="red"))
+    return Panel(Group(*lines), title="scrub", title_align="left")
+
+
+def _buckets(snap: Snapshot, rows: int) -> Panel:
+    nearest = snap.buckets_nearest_reshard(rows)
+    title = (f"buckets nearest a dynamic reshard (rgw_max_objs_per_shard = {snap.max_objs_per_shard:,}, "
+             f"from {snap.max_objs_per_shard_source}); {len(snap.buckets)} buckets")
+    if not nearest:
+        return Panel(Text("no buckets"), title=title, title_align="left")
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("bucket", "objects", "shards", "objects/shard", "of limit", "status", "reshard queued"):
+        t.add_column(col, justify="left" if col in ("bucket", "status") else "right")
+    for b in nearest:
+        name = f"{b.tenant}/{b.bucket}" if b.tenant else b.bucket
+        t.add_row(name, f"{b.num_objects:,}", str(b.num_shards), f"{b.objects_per_shard:,}", pct(b.fill_ratio),
+                  Text(b.fill_status, style=_FILL_STYLE[b.fill_status]), "yes" if b.in_reshard_queue else "")
+    return Panel(t, title=title, title_align="left")
