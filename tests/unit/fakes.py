@@ -1,0 +1,127 @@
+"""Strict fakes at the adapter boundary, fed with JSON captured from a real cluster.
+
+Each fake answers only the calls it was told to expect and fails the test on any other,
+the way Rook's mock executor does; it also records what was asked, so tests can check it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rgwkeeper.adapters.radosgw_admin import CompletedRun
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pacific"
+
+
+def load_fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text())
+
+
+class UnexpectedCall(AssertionError):
+    pass
+
+
+def _key(cmd: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in cmd.items() if k != "format"}, sort_keys=True)
+
+
+class FakeRados:
+    """Stands in for ``rados.Rados``: answers (osd, command) pairs it was given."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[int | None, str], tuple[int, bytes, str]] = {}
+        self.calls: list[tuple[int | None, dict[str, Any]]] = []
+        self.connected = False
+        self.shut_down = False
+
+    def expect(self, cmd: dict[str, Any], out: Any = None, *, osd: int | None = None, ret: int = 0,
+               outs: str = "") -> "FakeRados":
+        body = b"" if out is None else json.dumps(out).encode()
+        self.answers[(osd, _key(cmd))] = (ret, body, outs)
+        return self
+
+    def connect(self, timeout: int = 0) -> None:
+        self.connected = True
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+    def _answer(self, osd: int | None, cmd: str) -> tuple[int, bytes, str]:
+        parsed = json.loads(cmd)
+        if parsed.get("format") != "json":
+            raise UnexpectedCall(f"command without format=json: {cmd}")
+        self.calls.append((osd, parsed))
+        try:
+            return self.answers[(osd, _key(parsed))]
+        except KeyError:
+            raise UnexpectedCall(f"unexpected command to {'osd.%s' % osd if osd is not None else 'mon'}: {cmd}") from None
+
+    def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        return self._answer(None, cmd)
+
+    def mgr_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        raise UnexpectedCall(f"mgr_command was not expected: {cmd}")
+
+    def osd_command(self, osdid: int, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        return self._answer(osdid, cmd)
+
+
+def rados_from_observation(obs: dict[str, Any], scrub_options: Sequence[str]) -> FakeRados:
+    """A FakeRados that answers exactly what :func:`collect_raw` asks, from a fixture."""
+    from rgwkeeper.observe import CLUSTER_COMMANDS
+
+    fake = FakeRados()
+    for name, cmd in CLUSTER_COMMANDS.items():
+        fake.expect(cmd, obs[name])
+    for osd, perf in obs["osd_bluefs"].items():
+        fake.expect({"prefix": "perf dump", "logger": "bluefs"}, perf, osd=int(osd))
+    for osd, opts in obs["osd_config"].items():
+        for name in scrub_options:
+            fake.expect({"prefix": "config get", "var": name}, {name: opts[name]}, osd=int(osd))
+    fake.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_objs_per_shard"},
+                obs["rgw_limit"]["rgw_max_objs_per_shard"])
+    return fake
+
+
+class FakeRunner:
+    """Stands in for the radosgw-admin subprocess runner: argv tail -> captured output."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, ...], CompletedRun] = {}
+        self.calls: list[tuple[str, ...]] = []
+
+    def expect(self, args: Sequence[str], stdout: str = "", *, returncode: int = 0, stderr: str = "") -> "FakeRunner":
+        self.answers[tuple(args)] = CompletedRun(tuple(args), returncode, stdout, stderr, 0.0)
+        return self
+
+    async def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        self.calls.append(tuple(argv))
+        for tail, result in self.answers.items():
+            if tuple(argv[-len(tail):]) == tail:
+                return CompletedRun(tuple(argv), result.returncode, result.stdout, result.stderr, 0.0)
+        raise UnexpectedCall(f"unexpected radosgw-admin call: {list(argv)}")
+
+
+class FakeRGWAdmin:
+    """Stands in for ``rgwadmin.RGWAdmin``: request path -> captured JSON."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.answers: dict[tuple[str, str], Any] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def expect(self, method: str, path: str, response: Any) -> "FakeRGWAdmin":
+        self.answers[(method, path)] = response
+        return self
+
+    def request(self, method: str, path: str, headers: Any = None, data: Any = None) -> Any:
+        self.calls.append((method, path))
+        try:
+            response = self.answers[(method, path)]
+        except KeyError:
+            raise UnexpectedCall(f"unexpected admin API request: {method.upper()} {path}") from None
+        if isinstance(response, BaseException):
+            raise response
+        return response

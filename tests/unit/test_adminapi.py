@@ -1,0 +1,68 @@
+"""Admin API: every parameter encoded, names validated before any request, errors typed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import requests
+import rgwadmin.exceptions as rgwexc
+
+from rgwkeeper.access import RgwCredentials
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.errors import CephTimeout, CephUnreachable, InvalidName, NotFound, UsageError
+from tests.unit.fakes import FakeRGWAdmin, load_fixture
+
+CREDS = RgwCredentials("AKEXAMPLE", "s3cr3t-value")
+
+
+def _api(fake):
+    def factory(**kwargs):
+        fake.kwargs = kwargs
+        return fake
+
+    return AdminApi("https://rgw.example:8443", CREDS, timeout_s=5, factory=factory)
+
+
+def test_client_gets_server_scheme_and_timeout():
+    fake = FakeRGWAdmin()
+    _api(fake)
+    assert fake.kwargs["server"] == "rgw.example:8443" and fake.kwargs["secure"] is True
+    assert fake.kwargs["timeout"] == 5
+
+
+def test_all_buckets_with_stats_in_one_call():
+    buckets = load_fixture("observation.json")["buckets"]
+    fake = FakeRGWAdmin().expect("get", "/admin/bucket?format=json&stats=True", buckets)
+    assert asyncio.run(_api(fake).buckets_with_stats()) == buckets
+    assert len(fake.calls) == 1
+
+
+def test_injection_attempt_never_reaches_rgw():
+    fake = FakeRGWAdmin()
+    with pytest.raises(InvalidName):
+        asyncio.run(_api(fake).bucket_stats("x&purge-objects=true"))
+    assert fake.calls == []
+
+
+def test_parameters_are_url_encoded():
+    api = _api(FakeRGWAdmin())
+    assert api.path("user", {"uid": "tenant$user&x=1"}) == "/admin/user?format=json&uid=tenant%24user%26x%3D1"
+
+
+@pytest.mark.parametrize("exc, cls", [
+    (rgwexc.NoSuchBucket({"Code": "NoSuchBucket"}), NotFound),
+    (requests.Timeout("read timed out"), CephTimeout),
+    (requests.ConnectionError("refused"), CephUnreachable),
+])
+def test_errors_are_typed_and_carry_no_secret(exc, cls):
+    fake = FakeRGWAdmin().expect("get", "/admin/bucket?format=json&bucket=abc&stats=True", exc)
+    with pytest.raises(cls) as caught:
+        asyncio.run(_api(fake).bucket_stats("abc"))
+    assert "s3cr3t" not in str(caught.value)
+    assert "/admin/bucket" in str(caught.value)
+
+
+def test_endpoint_must_be_http():
+    with pytest.raises(UsageError, match="not an http"):
+        AdminApi("rgw.example:8080", CREDS, timeout_s=5, factory=FakeRGWAdmin)

@@ -1,0 +1,60 @@
+"""Bucket names and prefixes are validated before anything reaches RGW."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given, strategies as st
+
+from rgwkeeper.errors import InvalidName
+from rgwkeeper.names import validate_bucket, validate_prefix
+
+
+@pytest.mark.parametrize("name", ["abc", "my-bucket", "logs.2026-11", "a" * 63, "0bucket9"])
+def test_valid_bucket_names(name):
+    assert validate_bucket(name) == name
+
+
+@pytest.mark.parametrize("name, words", [
+    ("x&purge-objects=true", "not valid"),
+    ("ab", "3 to 63"),
+    ("a" * 64, "3 to 63"),
+    ("-bucket", "starts with '-'"),
+    ("Bucket", "not valid"),
+    ("my bucket", "not valid"),
+    ("b%2fc", "not valid"),
+    ("a..b", "adjacent"),
+    ("a.-b", "adjacent"),
+    ("192.168.1.1", "IP address"),
+    ("bucket-", "not valid"),
+    ("", "empty"),
+])
+def test_invalid_bucket_names_say_why(name, words):
+    with pytest.raises(InvalidName) as exc:
+        validate_bucket(name)
+    msg = str(exc.value)
+    assert words in msg
+    assert "\n" not in msg
+
+
+@given(st.text(min_size=0, max_size=80))
+def test_an_accepted_name_needs_no_encoding(name):
+    # Whatever passes validation is sent as-is: it must survive URL-encoding unchanged,
+    # so it can never add or alter a query parameter.
+    try:
+        validate_bucket(name)
+    except InvalidName:
+        return
+    assert quote(name, safe="") == name
+
+
+@pytest.mark.parametrize("prefix", ["logs/", "2026/11/22/", "a-b_c.d/e"])
+def test_valid_prefixes(prefix):
+    assert validate_prefix(prefix) == prefix
+
+
+@pytest.mark.parametrize("prefix", ["a&b", "50%", "has space", "tab\there", "-rf", "", "x" * 1025, "back\\slash"])
+def test_invalid_prefixes(prefix):
+    with pytest.raises(InvalidName):
+        validate_prefix(prefix)

@@ -1,0 +1,86 @@
+"""The radosgw-admin runner: argv, JSON in noisy output, errors, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from rgwkeeper.access import ClusterAccess
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
+from rgwkeeper.errors import CephTimeout, CommandFailed, InvalidName, NotFound
+from tests.unit.fakes import FakeRunner, UnexpectedCall, load_fixture
+
+CAPTURED = load_fixture("radosgw-admin.json")
+
+
+def _access(tmp_path, keyring=True):
+    return ClusterAccess(conf=tmp_path / "ceph.conf", keyring=(tmp_path / "k") if keyring else None,
+                         client_name="client.rgwkeeper", rgw_endpoint=None, rgw_credentials_file=None, timeout_s=5)
+
+
+def test_argv_is_a_list_with_conf_name_and_keyring(tmp_path):
+    rgw = RadosgwAdmin(_access(tmp_path))
+    assert rgw.argv("bucket", "stats") == [
+        "radosgw-admin", "--conf", str(tmp_path / "ceph.conf"), "--name", "client.rgwkeeper",
+        "--keyring", str(tmp_path / "k"), "bucket", "stats"]
+    assert "--keyring" not in RadosgwAdmin(_access(tmp_path, keyring=False)).argv()
+
+
+def test_extract_json_skips_log_noise():
+    doc = {"bucket": "b", "num_shards": 11}
+    noisy = "2026-11-22T02:49:40.754+0000 7f00 -1 WARNING: something\n" + json.dumps(doc, indent=2) + "\ntrailing log\n"
+    assert extract_json(noisy) == doc
+    assert extract_json("[]") == []
+    assert extract_json("") is None
+    with pytest.raises(ValueError):
+        extract_json("no json here")
+
+
+def test_bucket_stats_parses_captured_output(tmp_path):
+    stats = CAPTURED["bucket_stats_capture_small"]
+    runner = FakeRunner().expect(["bucket", "stats", "--bucket", "capture-small", "--format=json"], json.dumps(stats, indent=4))
+    out = asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).bucket_stats("capture-small"))
+    assert out["num_shards"] == 1 and out["usage"]["rgw.main"]["num_objects"] == 5
+
+
+def test_missing_bucket_is_not_found(tmp_path):
+    # Captured from 16.2.15: exit 210 and "failure: (2002) Unknown error 2002".
+    m = CAPTURED["bucket_stats_missing"]
+    runner = FakeRunner().expect(["bucket", "stats", "--bucket", "does-not-exist", "--format=json"],
+                                 m["stdout"], returncode=m["returncode"], stderr=m["stderr"])
+    with pytest.raises(NotFound):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).bucket_stats("does-not-exist"))
+
+
+def test_other_failures_keep_argv_exit_and_stderr(tmp_path):
+    runner = FakeRunner().expect(["reshard", "list", "--format=json"], "", returncode=13,
+                                 stderr="2026 something\nfailure: (13) Permission denied\n")
+    with pytest.raises(CommandFailed) as exc:
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).reshard_list())
+    e = exc.value
+    assert e.exit_code_seen == 13 and e.argv[-3:] == ["reshard", "list", "--format=json"]
+    assert "Permission denied" in str(e) and "\n" not in str(e)
+
+
+def test_invalid_bucket_never_runs(tmp_path):
+    runner = FakeRunner()
+    with pytest.raises(InvalidName):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).bucket_stats("x&purge-objects=true"))
+    assert runner.calls == []
+
+
+def test_strict_runner_rejects_unexpected_calls(tmp_path):
+    with pytest.raises(UnexpectedCall):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=FakeRunner()).reshard_list())
+
+
+def test_real_subprocess_is_killed_at_the_timeout():
+    with pytest.raises(CephTimeout, match="killed"):
+        asyncio.run(subprocess_runner(["sleep", "30"], 0.2))
+
+
+def test_real_subprocess_output():
+    out = asyncio.run(subprocess_runner(["sh", "-c", "echo '{\"a\": 1}'; echo err >&2; exit 3"], 5))
+    assert (out.returncode, out.stdout.strip(), out.stderr.strip()) == (3, '{"a": 1}', "err")
