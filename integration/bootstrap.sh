@@ -13,7 +13,11 @@ source "$C/params.env"   # MON_PORT RGW_PORT NUM_OSDS FSID RGW_ADMIN_UID
 mkdir -p "$C/state" "$C/log" "$C/data"
 exec >>"$C/log/bootstrap.log" 2>&1
 
-step() { echo "$1" >"$C/state/step"; echo "== $(date +%T) $1"; }
+step() {
+  echo "$1" >"$C/state/step"; echo "== $(date +%T) $1"
+  # Fault injection for the harness's own tests: fail at a named step.
+  if [[ "${FAIL_AT_STEP:-}" == "$1" ]]; then echo "injected failure at $1"; false; fi
+}
 trap 'rc=$?; echo "step \"$(cat "$C/state/step" 2>/dev/null)\" exited $rc" >"$C/state/failed"' ERR
 
 # Daemons use the Debian default paths; both point into the harness's directory so that

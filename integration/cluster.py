@@ -101,6 +101,8 @@ class ClusterOptions:
     osd_db_size: int = 128 << 20
     #: Extra ceph.conf options, ``{section: {name: value}}``, merged over BASE_OPTIONS.
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Make bootstrap.sh fail at this step (tests of the harness's own failure handling).
+    fail_at_step: str = ""
 
     def conf_sections(self) -> dict[str, dict[str, str]]:
         sections = {k: dict(v) for k, v in BASE_OPTIONS.items()}
@@ -194,11 +196,13 @@ class ContainerCluster:
 
     def start(self) -> ClusterInfo:
         t0 = time.monotonic()
+        self._failed = False
         try:
             self.engine = engine_mod.find_or_start(self.cache_dir)
             self.timings["engine_s"] = time.monotonic() - t0
             self.client = self.engine.client(timeout=900)
             _sweep_stale(self.client, self.run_dir.parent)
+            _sweep_old_failed_runs(self.run_dir.parent)
             t1 = time.monotonic()
             image = image_mod.ensure_image(self.client, self.cache_dir)
             self.timings["image_s"] = time.monotonic() - t1
@@ -208,6 +212,7 @@ class ContainerCluster:
             self.timings["total_s"] = time.monotonic() - t0
             return self.info
         except BaseException:
+            self._failed = True
             self.stop()
             raise
 
@@ -221,7 +226,17 @@ class ContainerCluster:
                         c.kill()
                     c.remove(force=True, v=True)
                 self.container_id = None
-            if os.environ.get("RGWKEEPER_TEST_KEEP_RUN_DIR") != "1":
+            if os.environ.get("RGWKEEPER_TEST_KEEP_RUN_DIR") == "1":
+                pass
+            elif getattr(self, "_failed", False):
+                # Keep the daemon logs the error message names; drop the OSD data.
+                for child in self.run_dir.glob("*"):
+                    if child.name != "cluster":
+                        _remove(child)
+                for child in (self.run_dir / "cluster").glob("*"):
+                    if child.name != "log":
+                        _remove(child)
+            else:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
         finally:
             if self.client is not None:
@@ -246,7 +261,7 @@ class ContainerCluster:
         (cdir / "ceph.conf").write_text(render_conf(sections))
         (cdir / "params.env").write_text(
             f"MON_PORT={mon_port}\nRGW_PORT={rgw_port}\nNUM_OSDS={self.options.num_osds}\n"
-            f"FSID={fsid}\nRGW_ADMIN_UID={RGW_ADMIN_UID}\n"
+            f"FSID={fsid}\nRGW_ADMIN_UID={RGW_ADMIN_UID}\nFAIL_AT_STEP={self.options.fail_at_step}\n"
         )
         shutil.copyfile(BOOTSTRAP_SCRIPT, cdir / "bootstrap.sh")
         boot_log = cdir / "log" / "bootstrap.log"
@@ -354,6 +369,21 @@ def _sweep_stale(client: docker.DockerClient, run_root: Path) -> None:
             c.remove(force=True, v=True)
         if run_dir and Path(run_dir).parent == run_root:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _sweep_old_failed_runs(run_root: Path, max_age_s: float = 7 * 86400) -> None:
+    now = time.time()
+    for d in run_root.glob("run-*"):
+        with contextlib.suppress(OSError):
+            if now - d.stat().st_mtime > max_age_s:
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

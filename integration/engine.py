@@ -54,19 +54,31 @@ def _pid_alive(pid: int) -> bool:
 
 @dataclass
 class Engine:
-    """A Docker engine the harness talks to; ``owned`` means we started it."""
+    """A Docker engine the harness talks to; ``owned`` means we started it.
+
+    Within one process the engine is shared (a test may boot a second cluster while the
+    session's runs): each :func:`find_or_start` takes a reference, each :meth:`stop` drops
+    one, and the last one stops the engine.
+    """
 
     base_url: str
     owned: bool
     pid: int | None = None
     log: Path | None = None
     _lock_fd: int | None = field(default=None, repr=False)
+    _refs: int = field(default=1, repr=False)
 
     def client(self, timeout: float = 120.0) -> docker.DockerClient:
         return docker.DockerClient(base_url=self.base_url, timeout=int(timeout))
 
     def stop(self) -> None:
-        """Stop the engine if we started it (by PID, never by name), then drop the lock."""
+        """Drop a reference; the last one stops the engine if we started it (by PID)."""
+        global _SHARED
+        self._refs -= 1
+        if self._refs > 0:
+            return
+        if _SHARED is self:
+            _SHARED = None
         try:
             if self.owned and self.pid is not None:
                 _terminate_pid(self.pid, DOCKERD_STOP_TIMEOUT_S)
@@ -116,8 +128,20 @@ def _acquire_lock(path: Path, wait_s: float) -> int:
             time.sleep(1.0)
 
 
+_SHARED: Engine | None = None
+
+
 def find_or_start(cache_dir: Path) -> Engine:
     """Use ``DOCKER_HOST`` or the system socket if an engine answers; else start our own."""
+    global _SHARED
+    if _SHARED is not None and _ping(_SHARED.base_url):
+        _SHARED._refs += 1
+        return _SHARED
+    _SHARED = _find_or_start(cache_dir)
+    return _SHARED
+
+
+def _find_or_start(cache_dir: Path) -> Engine:
     cache_dir.mkdir(parents=True, exist_ok=True)
     explicit = os.environ.get("DOCKER_HOST")
     if explicit:

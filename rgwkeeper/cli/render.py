@@ -138,8 +138,9 @@ def _buckets(snap: Snapshot, rows: int) -> Panel:
     if not nearest:
         return Panel(Text("no buckets"), title=title, title_align="left")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("bucket", "objects", "shards", "objects/shard", "of limit", "status", "reshard queued"):
-        t.add_column(col, justify="left" if col in ("bucket", "status") else "right")
+    t.add_column("bucket", overflow="fold", min_width=24)
+    for col in ("objects", "shards", "obj/shard", "of limit", "status", "queued"):
+        t.add_column(col, justify="left" if col == "status" else "right", no_wrap=True)
     for b in nearest:
         name = f"{b.tenant}/{b.bucket}" if b.tenant else b.bucket
         t.add_row(name, f"{b.num_objects:,}", str(b.num_shards), f"{b.objects_per_shard:,}", pct(b.fill_ratio),

@@ -1,0 +1,78 @@
+"""The harness really runs Ceph: S3 writes land in RADOS, spillover is real, failures are clean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from integration import engine as engine_mod
+from integration.cluster import CACHE_DIR, LABEL, ClusterOptions, ContainerCluster
+from integration.errors import HarnessError
+
+
+def test_s3_object_lands_in_the_rados_data_pool(ceph_cluster, s3, bucket_name):
+    import rados
+
+    body = b"rgwkeeper-harness-" + bucket_name.encode() * 10
+    s3.create_bucket(Bucket=bucket_name)
+    s3.put_object(Bucket=bucket_name, Key="probe/object-1", Body=body)
+
+    cluster = rados.Rados(conffile=str(ceph_cluster.conf), name="client.admin",
+                          conf={"keyring": str(ceph_cluster.keyring), "rados_osd_op_timeout": "20",
+                                "rados_mon_op_timeout": "20", "client_mount_timeout": "20"})
+    cluster.connect()
+    try:
+        ioctx = cluster.open_ioctx("default.rgw.buckets.data")
+        try:
+            # RGW names a head object <bucket marker>_<key>; small objects live in the head.
+            heads = [o.key for o in ioctx.list_objects() if o.key.endswith("_probe/object-1")]
+            data = [ioctx.read(k, length=len(body) + 16) for k in heads]
+        finally:
+            ioctx.close()
+    finally:
+        cluster.shutdown()
+    assert body in data
+
+
+def test_bluefs_spillover_is_seen_from_the_host(ceph_cluster):
+    if ceph_cluster.external:
+        pytest.skip("spillover is a property of the containerized cluster's 128 MiB DB devices")
+    health = ceph_cluster.ceph("health", "detail")
+    assert "BLUEFS_SPILLOVER" in health["checks"]
+    assert health["checks"]["BLUEFS_SPILLOVER"]["summary"]["count"] == 3
+
+
+def test_host_radosgw_admin_reaches_the_cluster(ceph_cluster):
+    proc = subprocess.run(
+        ["radosgw-admin", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
+         "user", "info", "--uid", "rgwkeeper-admin"], capture_output=True, text=True, timeout=60, check=True)
+    caps = {c["type"]: c["perm"] for c in json.loads(proc.stdout)["caps"]}
+    assert caps["buckets"] == "*" and caps["usage"] == "*"
+
+
+def test_a_failed_bootstrap_names_the_step_and_log_and_leaves_nothing(ceph_cluster):
+    if ceph_cluster.external:
+        pytest.skip("exercises the container harness")
+    cluster = ContainerCluster(ClusterOptions(fail_at_step="osds"))
+    with pytest.raises(HarnessError) as exc:
+        cluster.start()
+    msg = str(exc.value)
+    assert msg.startswith("cluster bootstrap failed:") and '"osds"' in msg
+    assert "\n" not in msg
+    log = exc.value.log
+    assert log is not None and log.exists() and "injected failure at osds" in log.read_text()
+    # No container of that run is left, and only its logs remain on disk.
+    eng = engine_mod.find_or_start(CACHE_DIR)
+    try:
+        client = eng.client()
+        left = [c for c in client.containers.list(all=True, filters={"label": LABEL})
+                if c.labels.get("io.rgwkeeper.test.run-dir") == str(cluster.run_dir)]
+        client.close()
+    finally:
+        eng.stop()
+    assert left == []
+    assert not (cluster.run_dir / "cluster" / "data").exists()
+    remaining = {p.name for p in (cluster.run_dir / "cluster").iterdir()}
+    assert remaining == {"log"}

@@ -1,0 +1,92 @@
+"""`rgwkeeper status` against the real cluster, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def _status(ceph_cluster, *extra, timeout=120, env=None):
+    argv = [sys.executable, "-m", "rgwkeeper", "status", "--conf", str(ceph_cluster.conf),
+            "--keyring", str(ceph_cluster.keyring), "--rgw-endpoint", ceph_cluster.rgw_endpoint,
+            "--rgw-credentials", str(ceph_cluster.credentials_file), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _status_json(ceph_cluster):
+    proc = _status(ceph_cluster, "--json", "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_spillover_is_reported_on_exactly_the_osds_health_detail_names(ceph_cluster):
+    health = ceph_cluster.ceph("health", "detail")
+    check = health["checks"].get("BLUEFS_SPILLOVER")
+    # The test reads Ceph's human text to get an independent answer; rgwkeeper itself
+    # uses perf dump numbers and the check's code.
+    named = sorted(int(m) for d in (check or {}).get("detail", [])
+                   for m in re.findall(r"osd\.(\d+) spilled over", d["message"]))
+    snap = _status_json(ceph_cluster)
+    assert snap["derived"]["spilled_osds"] == named
+    if not ceph_cluster.external:
+        assert named == [0, 1, 2]
+        assert "BLUEFS_SPILLOVER" in snap["checks"]
+
+
+def test_fill_matches_ceph_df(ceph_cluster):
+    snap = _status_json(ceph_cluster)
+    df = ceph_cluster.ceph("df")
+    assert snap["raw"]["total_bytes"] == df["stats"]["total_bytes"]
+    assert snap["derived"]["raw_used_ratio"] == pytest.approx(df["stats"]["total_used_raw_ratio"], abs=0.01)
+    assert {p["name"] for p in snap["pools"]} == {p["name"] for p in df["pools"]}
+    dump = ceph_cluster.ceph("osd", "dump")
+    assert snap["ratios"]["nearfull_ratio"] == pytest.approx(dump["nearfull_ratio"])
+
+
+def test_a_bucket_near_the_lowered_shard_limit_is_flagged(ceph_cluster, s3, bucket_name, rgw_option):
+    rgw_option("rgw_max_objs_per_shard", "20")
+    near, small = bucket_name, bucket_name[:-1] + "s"
+    for b in (near, small):
+        s3.create_bucket(Bucket=b)
+        subprocess.run(["radosgw-admin", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
+                        "bucket", "reshard", "--bucket", b, "--num-shards", "1", "--yes-i-really-mean-it"],
+                       check=True, capture_output=True, timeout=60)
+    for i in range(19):
+        s3.put_object(Bucket=near, Key=f"k{i:03d}", Body=b"x")
+    s3.put_object(Bucket=small, Key="k", Body=b"x")
+    snap = _status_json(ceph_cluster)
+    buckets = {b["bucket"]: b for b in snap["buckets"]}
+    assert snap["max_objs_per_shard"] == 20
+    assert buckets[near]["objects_per_shard"] == 19 and buckets[near]["fill_status"] == "WARN"
+    assert buckets[small]["fill_status"] == "OK"
+    # The human table shows the bucket's row with its status.
+    text = _status(ceph_cluster, "--buckets", "10000", env={**os.environ, "COLUMNS": "200"}).stdout
+    row = next(line for line in text.splitlines() if f" {near} " in line)
+    assert "WARN" in row and "95.0%" in row
+
+
+def test_unreachable_mon_is_one_line_within_the_timeout(ceph_cluster, tmp_path):
+    conf = tmp_path / "ceph.conf"
+    text = ceph_cluster.conf.read_text()
+    conf.write_text(re.sub(r"mon_host = .*", "mon_host = v2:127.0.0.1:9", text))
+    t0 = time.monotonic()
+    proc = _status(ceph_cluster, "--conf", str(conf), "--timeout", "3")
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0
+    assert "no monitor answered within 3 s" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # Bounded, not a benchmark: without our timeouts librados would wait forever.
+    assert elapsed < 30
+
+
+def test_missing_keyring_is_one_line_and_exit_2(ceph_cluster, tmp_path):
+    proc = _status(ceph_cluster, "--keyring", str(tmp_path / "none.keyring"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"rgwkeeper: error: keyring {tmp_path / 'none.keyring'} does not exist; pass --keyring PATH"
