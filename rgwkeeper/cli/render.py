@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from rich.console import Console, Group
@@ -12,6 +13,9 @@ from rich.text import Text
 from rgwkeeper.snapshot import Snapshot
 
 _STATUS_STYLE = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow", "HEALTH_ERR": "red"}
+_OSD_RE = re.compile(r"osd\.\d+")
+_OPTION_RE = re.compile(r"config get \S+")
+_VAR_RE = re.compile(r" var=[^:\s]+")
 _FILL_STYLE = {"OK": "green", "WARN": "yellow", "OVER": "red"}
 
 
@@ -52,11 +56,41 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
         console.print(_buckets(snap, bucket_rows))
     if snap.errors:
         t = Table(title="not observed", title_justify="left", show_header=True, header_style="bold red")
-        t.add_column("source")
-        t.add_column("error")
-        for e in snap.errors:
-            t.add_row(e.source, e.error)
+        t.add_column("source", overflow="fold")
+        t.add_column("error", overflow="fold")
+        for source, error in group_errors(snap):
+            t.add_row(source, error)
         console.print(t)
+
+
+def group_errors(snap: Snapshot) -> list[tuple[str, str]]:
+    """One row per kind of failure: 3 OSDs refusing 6 calls each is one line, not 18."""
+    groups: dict[tuple[str, str], set[str]] = {}
+    for e in snap.errors:
+        osds = set(_OSD_RE.findall(e.source))
+        source = _OPTION_RE.sub("config get", _OSD_RE.sub("osd.N", e.source))
+        error = _VAR_RE.sub("", _OSD_RE.sub("osd.N", e.error))
+        key = (source, error)
+        groups.setdefault(key, set()).update(osds)
+    rows = []
+    for (source, error), osds in groups.items():
+        if osds:
+            ids = sorted(int(o.split(".")[1]) for o in osds)
+            source = source.replace("osd.N", f"{len(ids)} OSD{'s' if len(ids) != 1 else ''} ({_id_ranges(ids)})")
+        rows.append((source, error))
+    return rows
+
+
+def _id_ranges(ids: list[int]) -> str:
+    parts, start, prev = [], ids[0], ids[0]
+    for i in ids[1:] + [None]:  # type: ignore[list-item]
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"osd.{start}" if start == prev else f"osd.{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(parts)
 
 
 def _fill(snap: Snapshot) -> Panel:
@@ -133,8 +167,8 @@ def _scrub(snap: Snapshot) -> Panel:
 
 def _buckets(snap: Snapshot, rows: int) -> Panel:
     nearest = snap.buckets_nearest_reshard(rows)
-    title = (f"buckets nearest a dynamic reshard (rgw_max_objs_per_shard = {snap.max_objs_per_shard:,}, "
-             f"from {snap.max_objs_per_shard_source}); {len(snap.buckets)} buckets")
+    title = (f"buckets nearest a dynamic reshard: {len(snap.buckets)} buckets, rgw_max_objs_per_shard "
+             f"{snap.max_objs_per_shard:,} ({snap.max_objs_per_shard_source})")
     if not nearest:
         return Panel(Text("no buckets"), title=title, title_align="left")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)

@@ -1,0 +1,75 @@
+"""The CLI's rendering and its one-line errors (no cluster needed)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from rgwkeeper.cli.main import cli
+from rgwkeeper.cli.common import run_cli
+from rgwkeeper.cli.render import group_errors, render_status
+from rgwkeeper.snapshot import parse
+from tests.unit.fakes import load_fixture
+
+
+def _render(snap, **kw):
+    buf = io.StringIO()
+    render_status(snap, console=Console(file=buf, width=140, color_system=None), **kw)
+    return buf.getvalue()
+
+
+def test_status_table_shows_fill_spillover_scrub_and_buckets():
+    text = _render(parse(load_fixture("observation.json")))
+    assert "ceph 16.2.15 (pacific)" in text and "BLUEFS_SPILLOVER" in text
+    assert "headroom" in text and "nearfull 85.0%" in text
+    assert "BlueFS spillover: 3 of 3 OSDs" in text
+    for osd in ("osd.0", "osd.1", "osd.2"):
+        assert osd in text
+    assert "op queue: wpq" in text
+    row = next(line for line in text.splitlines() if "capture-near-limit" in line)
+    assert "WARN" in row and "95.0%" in row
+    assert "not observed" not in text
+
+
+def test_errors_are_grouped_per_kind():
+    obs = copy.deepcopy(load_fixture("observation.json"))
+    obs["errors"] = [{"source": f"osd.{i} config get {o}", "error": f"osd.{i} config get var={o}: error (EACCES)"}
+                     for i in (0, 1, 2, 5) for o in ("osd_max_scrubs", "osd_scrub_sleep")]
+    obs["errors"].append({"source": "rgw", "error": "not configured"})
+    rows = group_errors(parse(obs))
+    assert rows == [("4 OSDs (osd.0-2, osd.5) config get", "osd.N config get: error (EACCES)"),
+                    ("rgw", "not configured")]
+    assert "not observed" in _render(parse(obs))
+
+
+def test_missing_conf_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CEPH_CONF", raising=False)
+    rc = run_cli(cli, ["status", "--conf", str(tmp_path / "nope.conf")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err == f"rgwkeeper: error: ceph.conf {tmp_path / 'nope.conf'} does not exist; pass --conf PATH or set CEPH_CONF\n"
+
+
+def test_bad_config_file_is_one_line_exit_2(tmp_path, capsys):
+    cfg = tmp_path / "rgwkeeper.toml"
+    cfg.write_text("[cluster]\ntimeout = -1\n")
+    rc = run_cli(cli, ["status", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "cluster.timeout must be at least 1.0, got -1" in err
+
+
+def test_unknown_option_is_a_usage_error(capsys):
+    rc = run_cli(cli, ["status", "--bogus"])
+    assert rc == 2
+    assert "No such option '--bogus'" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "rgwkeeper", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("rgwkeeper, version ")
