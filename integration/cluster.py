@@ -34,8 +34,8 @@ from integration.errors import HarnessError
 CACHE_DIR = Path(os.environ.get("RGWKEEPER_TEST_CACHE", "/var/cache/rgwkeeper-test"))
 RUN_ROOT = Path(os.environ.get("RGWKEEPER_TEST_RUN_ROOT", "/var/tmp/rgwkeeper-test"))
 BOOTSTRAP_SCRIPT = Path(__file__).with_name("bootstrap.sh")
-LABEL = "io.rgwkeeper.test"
-OWNER_LABEL = "io.rgwkeeper.test.owner-pid"
+LABEL = engine_mod.LABEL
+OWNER_LABEL = engine_mod.OWNER_LABEL
 RGW_ADMIN_UID = "rgwkeeper-admin"
 
 BOOTSTRAP_TIMEOUT_S = 240.0
@@ -283,16 +283,19 @@ class ContainerCluster:
         self.container_id = container.id
 
         deadline = time.monotonic() + BOOTSTRAP_TIMEOUT_S
-        while not (cdir / "state" / "ready").exists():
-            failed = cdir / "state" / "failed"
-            if failed.exists():
-                raise HarnessError("cluster bootstrap", failed.read_text().strip(), boot_log)
+        state = cdir / "state"
+        while not (state / "ready").exists():
             container.reload()
-            if container.status not in ("created", "running"):
-                raise HarnessError("cluster bootstrap", f"container is {container.status}", boot_log)
+            running = container.status in ("created", "running")
+            # Read the failure marker after the status: a script that failed and exited
+            # between two polls has written it by the time the container is seen exited.
+            if (state / "failed").exists():
+                raise HarnessError("cluster bootstrap", (state / "failed").read_text().strip(), boot_log)
+            step = (state / "step").read_text().strip() if (state / "step").exists() else "?"
+            if not running:
+                raise HarnessError("cluster bootstrap", f"container {container.status} at step \"{step}\"", boot_log)
             if time.monotonic() > deadline:
-                step = (cdir / "state" / "step").read_text().strip() if (cdir / "state" / "step").exists() else "?"
-                raise HarnessError("cluster bootstrap", f"still at step {step!r} after {BOOTSTRAP_TIMEOUT_S:.0f} s", boot_log)
+                raise HarnessError("cluster bootstrap", f"still at step \"{step}\" after {BOOTSTRAP_TIMEOUT_S:.0f} s", boot_log)
             time.sleep(0.3)
 
         host_conf = self.run_dir / "ceph.conf"

@@ -6,9 +6,10 @@ exec root, socket and pid file, the flags measured to work here:
 ``--iptables=false --ip6tables=false --bridge=none`` (containers use host networking).
 The data root lives in the persistent cache directory so a built image survives runs.
 
-Only one harness may own the engine at a time: an ``flock`` on the cache directory
-serialises concurrent test sessions on the same host (two clusters on a 2-core box would
-measure nothing useful anyway).
+Several test sessions on one host share that engine: an ``flock`` on the cache directory
+guards only starting and stopping it. The first session starts it; each one that finishes
+stops it only if no test container of a live process remains (last one out stops it, by
+the PID in its pid file, never by name).
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from integration.errors import HarnessError
 
 DOCKERD_START_TIMEOUT_S = 60.0
 DOCKERD_STOP_TIMEOUT_S = 30.0
-LOCK_WAIT_S = 600.0
+LOCK_WAIT_S = 120.0
+#: Labels every test container carries (set by integration.cluster).
+LABEL = "io.rgwkeeper.test"
+OWNER_LABEL = "io.rgwkeeper.test.owner-pid"
 
 
 def _ping(base_url: str, timeout: float = 3.0) -> bool:
@@ -65,29 +69,44 @@ class Engine:
     owned: bool
     pid: int | None = None
     log: Path | None = None
-    _lock_fd: int | None = field(default=None, repr=False)
+    lock_path: Path | None = None
     _refs: int = field(default=1, repr=False)
 
     def client(self, timeout: float = 120.0) -> docker.DockerClient:
         return docker.DockerClient(base_url=self.base_url, timeout=int(timeout))
 
     def stop(self) -> None:
-        """Drop a reference; the last one stops the engine if we started it (by PID)."""
+        """Drop a reference; the last one stops a managed engine unless others still use it."""
         global _SHARED
         self._refs -= 1
         if self._refs > 0:
             return
         if _SHARED is self:
             _SHARED = None
+        if not self.owned or self.pid is None or self.lock_path is None:
+            return
+        fd = _acquire_lock(self.lock_path, LOCK_WAIT_S)
         try:
-            if self.owned and self.pid is not None:
+            if not self._others_running():
                 _terminate_pid(self.pid, DOCKERD_STOP_TIMEOUT_S)
         finally:
-            if self._lock_fd is not None:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    os.close(self._lock_fd)
-                self._lock_fd = None
+            _release_lock(fd)
+
+    def _others_running(self) -> bool:
+        """Does a test container of another live process still run on this engine?"""
+        try:
+            client = self.client(timeout=30)
+            try:
+                containers = client.containers.list(all=True, filters={"label": LABEL})
+            finally:
+                client.close()
+        except Exception:  # noqa: BLE001 - an engine that does not answer is nobody's
+            return False
+        for c in containers:
+            owner = c.labels.get(OWNER_LABEL, "")
+            if owner.isdigit() and int(owner) != os.getpid() and _pid_alive(int(owner)):
+                return True
+        return False
 
 
 def _terminate_pid(pid: int, timeout: float) -> None:
@@ -111,6 +130,12 @@ def _terminate_pid(pid: int, timeout: float) -> None:
         os.waitpid(pid, 0)
 
 
+def _release_lock(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 def _acquire_lock(path: Path, wait_s: float) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + wait_s
@@ -123,7 +148,7 @@ def _acquire_lock(path: Path, wait_s: float) -> int:
                 os.close(fd)
                 raise HarnessError(
                     "docker engine lock",
-                    f"another test session has held {path} for {wait_s:.0f} s",
+                    f"another test session has held {path} for {wait_s:.0f} s while starting or stopping the engine",
                 ) from None
             time.sleep(1.0)
 
@@ -151,16 +176,31 @@ def _find_or_start(cache_dir: Path) -> Engine:
     if Path("/var/run/docker.sock").exists() and _ping("unix:///var/run/docker.sock"):
         return Engine(base_url="unix:///var/run/docker.sock", owned=False)
 
-    lock_fd = _acquire_lock(cache_dir / "engine.lock", LOCK_WAIT_S)
+    lock_path = cache_dir / "engine.lock"
+    lock_fd = _acquire_lock(lock_path, LOCK_WAIT_S)
     try:
-        return _start_dockerd(cache_dir, lock_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(lock_fd)
-        raise
+        running = _running_managed_engine(cache_dir)
+        if running is not None:
+            pid, base_url = running
+            return Engine(base_url=base_url, owned=True, pid=pid, log=cache_dir / "engine" / "dockerd.log",
+                          lock_path=lock_path)
+        return _start_dockerd(cache_dir, lock_path)
+    finally:
+        _release_lock(lock_fd)
 
 
-def _start_dockerd(cache_dir: Path, lock_fd: int) -> Engine:
+def _running_managed_engine(cache_dir: Path) -> tuple[int, str] | None:
+    """The engine another session of ours started, if it still runs and answers."""
+    state = cache_dir / "engine"
+    with contextlib.suppress(ValueError, OSError):
+        pid = int((state / "docker.pid").read_text().strip())
+        url = f"unix://{state / 'docker.sock'}"
+        if _pid_alive(pid) and _cmdline(pid) == "dockerd" and _ping(url):
+            return pid, url
+    return None
+
+
+def _start_dockerd(cache_dir: Path, lock_path: Path) -> Engine:
     state = cache_dir / "engine"
     state.mkdir(parents=True, exist_ok=True)
     # The exec root holds unix sockets, whose paths must stay under 108 bytes.
@@ -169,8 +209,8 @@ def _start_dockerd(cache_dir: Path, lock_fd: int) -> Engine:
     pidfile = state / "docker.pid"
     log = state / "dockerd.log"
 
-    # A previous session that was killed may have left its engine running: we hold the
-    # lock now, so whatever its pid file names is ours to stop.
+    # A previous session that was killed may have left its engine running but not
+    # answering: we hold the lock now, so whatever its pid file names is ours to stop.
     if pidfile.exists():
         with contextlib.suppress(ValueError, OSError):
             stale = int(pidfile.read_text().strip())
@@ -200,16 +240,15 @@ def _start_dockerd(cache_dir: Path, lock_fd: int) -> Engine:
             argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    engine = Engine(base_url=f"unix://{sock}", owned=True, pid=proc.pid, log=log, _lock_fd=lock_fd)
+    engine = Engine(base_url=f"unix://{sock}", owned=True, pid=proc.pid, log=log, lock_path=lock_path)
     deadline = time.monotonic() + DOCKERD_START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            engine._lock_fd = None
             raise HarnessError("docker engine start", f"dockerd exited with {proc.returncode}", log)
         if sock.exists() and _ping(engine.base_url, timeout=2.0):
             return engine
         time.sleep(0.3)
-    engine.stop()
+    _terminate_pid(proc.pid, DOCKERD_STOP_TIMEOUT_S)
     raise HarnessError(
         "docker engine start", f"dockerd did not answer within {DOCKERD_START_TIMEOUT_S:.0f} s", log
     )
