@@ -10,6 +10,7 @@ load and to list every field.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 import typing
@@ -83,10 +84,73 @@ class ObserveSection:
 
 
 @dataclass(frozen=True)
+class DaemonSection:
+    """The reconciler service."""
+
+    tick_s: float = opt(30.0, "Seconds between reconcile passes (observe, gate, plan, act, read back).",
+                        min=1.0, max=3600.0)
+    pool: str = opt("rgwkeeper", "RADOS pool holding the override journal and the leader lock.")
+    create_pool: bool = opt(True, "Create the pool (8 PGs, application 'rgwkeeper') if it does not exist.")
+    lease_s: float = opt(
+        90.0, "Leader lock and override lease, seconds. A leader that cannot renew within this stops "
+        "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
+    instance_id: str | None = opt(None, "This node's identity in the lock and journal. Default: the hostname.")
+    state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
+    metrics_address: str = opt("127.0.0.1:9877", "host:port for the Prometheus /metrics endpoint; empty to disable.")
+    shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends restoring overrides "
+                                    "before it exits anyway.", min=1.0, max=600.0)
+
+
+@dataclass(frozen=True)
+class GatesSection:
+    """When the daemon may make changes at all. Restoring overrides is always allowed."""
+
+    max_inactive_pgs: int = opt(0, "Most PGs not active at which rgwkeeper still changes settings.", min=0)
+    max_degraded_ratio: float = opt(0.05, "Largest fraction of degraded objects at which rgwkeeper still "
+                                    "changes settings.", min=0.0, max=1.0)
+    maintenance_window: str | None = opt(
+        None, "Local time window HH:MM-HH:MM (may wrap midnight) outside which no change is made. "
+        "Unset: always.")
+
+
+@dataclass(frozen=True)
+class ScrubThrottleSection:
+    """Deep-scrub throttling under heavy RGW PUT load."""
+
+    enabled: bool = opt(True, "Run the scrub throttle policy.")
+    high_write_ops: float = opt(500.0, "Smoothed client write op/s on the RGW data pools above which deep "
+                                "scrub is throttled.", min=0.0)
+    low_write_ops: float = opt(200.0, "Smoothed write op/s below which (for hold_s) the throttle is "
+                               "released. Must be below high_write_ops.", min=0.0)
+    smoothing_s: float = opt(60.0, "Time constant of the moving average of write op/s, seconds.",
+                             min=0.0, max=3600.0)
+    hold_s: float = opt(300.0, "Seconds load must stay under low_write_ops before scrub is given back.",
+                        min=0.0, max=86400.0)
+    max_defer_s: float = opt(21600.0, "Longest continuous throttle, seconds; then scrub is given back "
+                             "(and not throttled again for cooldown_s) so deep scrub is never deferred "
+                             "without bound.", min=60.0, max=7 * 86400.0)
+    cooldown_s: float = opt(3600.0, "After a forced give-back (max_defer_s reached or "
+                            "PG_NOT_DEEP_SCRUBBED), seconds before throttling again.", min=0.0, max=7 * 86400.0)
+    scrub_sleep: float = opt(0.5, "osd_scrub_sleep while throttled (wpq only; mClock ignores it), "
+                             "seconds between scrub chunks.", min=0.0, max=10.0)
+    max_scrubs: int = opt(1, "osd_max_scrubs while throttled (both op queues).", min=1, max=16)
+    load_threshold: float | None = opt(
+        0.05, "osd_scrub_load_threshold while throttled (wpq): no new scheduled scrub starts while the "
+        "load average per CPU is above it. Unset: leave it alone.", min=0.0, max=100.0)
+    mclock_profile: str = opt("high_client_ops", "osd_mclock_profile while throttled on mclock_scheduler.",
+                              choices=("high_client_ops", "balanced", "high_recovery_ops"))
+    set_nodeep_scrub_flag: bool = opt(False, "Also set the nodeep-scrub flag while throttled "
+                                      "(stops new scheduled deep scrubs cluster-wide).")
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     rgw: RgwSection = field(default_factory=RgwSection)
     observe: ObserveSection = field(default_factory=ObserveSection)
+    daemon: DaemonSection = field(default_factory=DaemonSection)
+    gates: GatesSection = field(default_factory=GatesSection)
+    scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
 
     def cluster_defaults(self) -> ClusterDefaults:
         return ClusterDefaults(
@@ -96,7 +160,10 @@ class Config:
         )
 
 
-SECTIONS: dict[str, type] = {"cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection}
+SECTIONS: dict[str, type] = {
+    "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
+    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection,
+}
 
 
 def load(path: Path | None, *, required: bool = False) -> Config:
@@ -128,10 +195,33 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
             problems.append(f"{source}: {name} must be a table [{name}]")
             continue
         sections[name] = _parse_section(cls, name, values, source, problems)
+    if not problems:
+        problems.extend(f"{source}: {p}" for p in _cross_checks(sections))
     if problems:
         raise ConfigError("; ".join(problems) if len(problems) == 1 else
                           f"{len(problems)} problems: " + "; ".join(problems))
     return Config(**sections)
+
+
+_WINDOW_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+def _cross_checks(sections: dict[str, Any]) -> list[str]:
+    out = []
+    st = sections.get("scrub_throttle")
+    if st is not None and st.low_write_ops >= st.high_write_ops:
+        out.append(f"scrub_throttle.low_write_ops ({st.low_write_ops}) must be below high_write_ops "
+                   f"({st.high_write_ops})")
+    g = sections.get("gates")
+    if g is not None and g.maintenance_window is not None and not _WINDOW_RE.match(g.maintenance_window):
+        out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
+    d = sections.get("daemon")
+    if d is not None and d.lease_s < 2 * d.tick_s:
+        out.append(f"daemon.lease_s ({d.lease_s}) must be at least twice daemon.tick_s ({d.tick_s}) so the "
+                   "leader renews it in time")
+    if d is not None and d.metrics_address and not re.match(r"^[^:\s]+:\d{1,5}$", d.metrics_address):
+        out.append(f"daemon.metrics_address must be host:port, got {d.metrics_address!r}")
+    return out
 
 
 def _parse_section(cls: type, name: str, values: dict[str, Any], source: str, problems: list[str]) -> Any:

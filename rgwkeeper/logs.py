@@ -24,7 +24,19 @@ def _drop_secrets(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, 
     return event
 
 
-def setup(level: str = "info", stream: TextIO | None = None, json_output: bool | None = None) -> None:
+_level: str | None = None
+
+
+def explicit_level() -> str | None:
+    """The level given with --log-level, if any."""
+    return _level
+
+
+def setup(level: str = "info", stream: TextIO | None = None, json_output: bool | None = None,
+          *, remember: bool = False) -> None:
+    global _level
+    if remember:
+        _level = level
     stream = stream or sys.stderr
     if json_output is None:
         json_output = not stream.isatty()

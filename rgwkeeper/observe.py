@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.config import Config
 from rgwkeeper.errors import CephError
+
+if TYPE_CHECKING:
+    from rgwkeeper.snapshot import Snapshot
 
 CLUSTER_COMMANDS: dict[str, dict[str, Any]] = {
     "status": {"prefix": "status"},
@@ -95,3 +98,12 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
     raw["reshard_queue"] = rest[-1] if adapters.radosgw_admin is not None else None
     raw["collect_seconds"] = round(time.monotonic() - t0, 3)
     return raw
+
+
+async def snapshot(adapters: Adapters, config: Config) -> tuple["Snapshot", dict[str, Any]]:
+    """Collect and parse one snapshot."""
+    from rgwkeeper.snapshot import parse
+
+    raw = await collect_raw(adapters, config)
+    snap = parse(raw, data_pools=config.rgw.data_pools, shard_warning_ratio=config.rgw.shard_warning_ratio)
+    return snap, raw

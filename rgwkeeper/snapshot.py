@@ -139,6 +139,16 @@ class BucketShards:
 
 
 @dataclass(frozen=True, slots=True)
+class PgHealth:
+    """What the gates look at before any change."""
+
+    pgs_total: int
+    pgs_inactive: int  # in a state without "active" (peering, unknown, down, incomplete...)
+    degraded_ratio: float  # fraction of object copies degraded, from the pgmap
+    misplaced_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
 class ObserveError:
     source: str
     error: str
@@ -164,6 +174,7 @@ class Snapshot:
     max_objs_per_shard: int
     max_objs_per_shard_source: str
     buckets: tuple[BucketShards, ...]
+    pg_health: PgHealth = field(default=PgHealth(0, 0, 0.0, 0.0))
     errors: tuple[ObserveError, ...] = field(default=())
 
     # -- derived views ---------------------------------------------------------------------
@@ -241,6 +252,7 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         max_objs_per_shard=limit,
         max_objs_per_shard_source=limit_source,
         buckets=parse_buckets(raw.get("buckets") or [], raw.get("reshard_queue") or [], limit, shard_warning_ratio),
+        pg_health=parse_pg_health(raw["status"]),
         errors=tuple(ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])),
     )
 
@@ -348,6 +360,17 @@ def parse_scrub(status: Mapping[str, Any], osd_dump: Mapping[str, Any],
         noscrub="noscrub" in flags, nodeep_scrub="nodeep-scrub" in flags,
         op_queue_by_osd=dict(options.get("osd_op_queue", {})),
         effective_options=options,
+    )
+
+
+def parse_pg_health(status: Mapping[str, Any]) -> PgHealth:
+    pgmap = status.get("pgmap") or {}
+    inactive = sum(int(s["count"]) for s in pgmap.get("pgs_by_state", [])
+                   if "active" not in s["state_name"].split("+"))
+    return PgHealth(
+        pgs_total=int(pgmap.get("num_pgs", 0)), pgs_inactive=inactive,
+        degraded_ratio=float(pgmap.get("degraded_ratio", 0.0) or 0.0),
+        misplaced_ratio=float(pgmap.get("misplaced_ratio", 0.0) or 0.0),
     )
 
 

@@ -25,6 +25,7 @@ from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, Credential
 class RadosLike(Protocol):
     def connect(self, timeout: int = 0) -> None: ...
     def shutdown(self) -> None: ...
+    def open_ioctx(self, pool: str) -> Any: ...
     def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
     def mgr_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
     def osd_command(self, osdid: int, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]: ...
@@ -161,3 +162,109 @@ def _connect_error(exc: BaseException, access: ClusterAccess) -> Exception:
     if isinstance(exc, (rados.InvalidArgumentError,)):
         return CredentialsError(f"ceph.conf {access.conf} or the client name {who} is not valid: {exc}")
     return CephUnreachable(f"connect to the cluster in {access.conf}", str(exc)[:300])
+
+
+class ObjectStore:
+    """Objects, omap and advisory locks in one pool, through a connected RadosAdapter.
+
+    Used for the daemon's journal (an omap object) and its leader lock. Every call runs on
+    the adapter's thread pool with the adapter's timeout.
+    """
+
+    def __init__(self, rados: RadosAdapter, pool: str) -> None:
+        self.rados = rados
+        self.pool = pool
+        self._ioctx: Any = None
+
+    def _run(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        def call() -> Any:
+            import rados as rados_mod
+
+            try:
+                if self._ioctx is None:
+                    if self.rados._cluster is None:
+                        raise CephError(what, "not connected")
+                    self._ioctx = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+                return fn(self._ioctx)
+            except rados_mod.ObjectNotFound as exc:
+                raise _NotFoundError(f"{self.pool}/{what}", str(exc)[:200], ret=-errno.ENOENT) from None
+            except rados_mod.ObjectBusy:
+                raise LockBusy(f"{self.pool}/{what}", "held by another client", ret=-errno.EBUSY) from None
+            except rados_mod.Error as exc:
+                raise CephError(f"{self.pool}/{what}", str(exc)[:200]) from None
+
+        fut = self.rados._pool.submit(call)
+        try:
+            return fut.result(timeout=self.rados.access.timeout_s + 2)
+        except concurrent.futures.TimeoutError:
+            raise CephTimeout(f"{self.pool}/{what}", f"no answer within {self.rados.access.timeout_s:.0f} s") from None
+
+    def omap_get_all(self, obj: str) -> dict[str, str]:
+        def get(ioctx: Any) -> dict[str, str]:
+            import rados as rados_mod
+
+            out: dict[str, str] = {}
+            start = ""
+            while True:
+                with rados_mod.ReadOpCtx() as op:
+                    it, ret = ioctx.get_omap_vals(op, start, "", 1000)
+                    ioctx.operate_read_op(op, obj)
+                    batch = [(k, v) for k, v in it]
+                for k, v in batch:
+                    out[k] = v.decode() if isinstance(v, bytes) else v
+                if len(batch) < 1000:
+                    return out
+                start = batch[-1][0]
+
+        try:
+            return self._run(f"{obj} omap get", get)
+        except _NotFoundError:
+            return {}
+
+    def omap_set(self, obj: str, values: dict[str, str]) -> None:
+        def put(ioctx: Any) -> None:
+            import rados as rados_mod
+
+            with rados_mod.WriteOpCtx() as op:
+                op.new(rados_mod.LIBRADOS_CREATE_IDEMPOTENT)
+                ioctx.set_omap(op, tuple(values), tuple(v.encode() for v in values.values()))
+                ioctx.operate_write_op(op, obj)
+
+        self._run(f"{obj} omap set", put)
+
+    def omap_remove(self, obj: str, keys: list[str]) -> None:
+        def rm(ioctx: Any) -> None:
+            import rados as rados_mod
+
+            with rados_mod.WriteOpCtx() as op:
+                ioctx.remove_omap_keys(op, tuple(keys))
+                ioctx.operate_write_op(op, obj)
+
+        try:
+            self._run(f"{obj} omap rm", rm)
+        except _NotFoundError:
+            pass
+
+    def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int, renew: bool) -> None:
+        """Take or renew an exclusive lock; raises LockBusy if another client holds it."""
+        # LOCK_FLAG_MAY_RENEW (1): renew our own lock instead of failing with EEXIST.
+        self._run(f"{obj} lock {name}", lambda io: io.lock_exclusive(obj, name, cookie, desc, duration_s, 1 if renew else 0))
+
+    def unlock(self, obj: str, name: str, cookie: str) -> None:
+        try:
+            self._run(f"{obj} unlock {name}", lambda io: io.unlock(obj, name, cookie))
+        except (_NotFoundError, CephError):
+            pass
+
+    def close(self) -> None:
+        if self._ioctx is not None:
+            ioctx, self._ioctx = self._ioctx, None
+            self.rados._pool.submit(ioctx.close)
+
+
+class _NotFoundError(CephError):
+    pass
+
+
+class LockBusy(CephError):
+    """An advisory lock is held by another client."""

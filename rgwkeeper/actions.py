@@ -1,0 +1,100 @@
+"""Actions a policy asks for. Each is plain data that renders itself as the exact command.
+
+The executor sends :meth:`mon_command` (a JSON dict, never a string built by hand); a dry
+run prints :meth:`command`, the equivalent ``ceph`` CLI line an operator could paste.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class SetConfig:
+    """``ceph config set WHO NAME VALUE`` (mon config database)."""
+
+    who: str
+    name: str
+    value: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"config/{self.who}/{self.name}"
+
+    def mon_command(self) -> dict[str, Any]:
+        return {"prefix": "config set", "who": self.who, "name": self.name, "value": self.value}
+
+    def command(self) -> str:
+        return shlex.join(["ceph", "config", "set", self.who, self.name, self.value])
+
+
+@dataclass(frozen=True)
+class RemoveConfig:
+    """``ceph config rm WHO NAME``: back to what ceph.conf or the default says."""
+
+    who: str
+    name: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"config/{self.who}/{self.name}"
+
+    def mon_command(self) -> dict[str, Any]:
+        return {"prefix": "config rm", "who": self.who, "name": self.name}
+
+    def command(self) -> str:
+        return shlex.join(["ceph", "config", "rm", self.who, self.name])
+
+
+@dataclass(frozen=True)
+class SetFlag:
+    """``ceph osd set FLAG`` (e.g. nodeep-scrub)."""
+
+    flag: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"flag/{self.flag}"
+
+    def mon_command(self) -> dict[str, Any]:
+        return {"prefix": "osd set", "key": self.flag}
+
+    def command(self) -> str:
+        return shlex.join(["ceph", "osd", "set", self.flag])
+
+
+@dataclass(frozen=True)
+class UnsetFlag:
+    flag: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"flag/{self.flag}"
+
+    def mon_command(self) -> dict[str, Any]:
+        return {"prefix": "osd unset", "key": self.flag}
+
+    def command(self) -> str:
+        return shlex.join(["ceph", "osd", "unset", self.flag])
+
+
+@dataclass(frozen=True)
+class RestoreAll:
+    """Give back every override the journal holds, exactly as it was before."""
+
+    reason: str = ""
+
+    key = "restore"
+
+    def command(self) -> str:
+        return "rgwkeeper restore"
+
+
+Override = Union[SetConfig, SetFlag]
+Action = Union[SetConfig, RemoveConfig, SetFlag, UnsetFlag, RestoreAll]

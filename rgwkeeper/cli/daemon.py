@@ -1,0 +1,134 @@
+"""``rgwkeeper daemon``, ``plan``, ``restore``, ``pause``, ``resume``."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import socket
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+import click
+
+from rgwkeeper import logs
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.daemon import service
+from rgwkeeper.executor import Executor
+from rgwkeeper.journal import Journal, MemoryStore
+from rgwkeeper.observe import Adapters, snapshot
+from rgwkeeper.reconcile import plan as make_plan
+
+
+class _Session:
+    """Connect, open the journal (read-only if the pool does not exist yet), close."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.cfg, self.access = load_access(kwargs)
+        self.rados = RadosAdapter(self.access)
+        self.store: ObjectStore | None = None
+
+    def __enter__(self) -> "_Session":
+        self.rados.connect()
+        pools = self.rados.command({"prefix": "osd pool ls"}) or []
+        if self.cfg.daemon.pool in pools:
+            self.store = ObjectStore(self.rados, self.cfg.daemon.pool)
+            self.journal = Journal(self.store)
+        else:
+            self.journal = Journal(MemoryStore())  # nothing was ever journaled
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.rados.close()
+
+    def executor(self) -> Executor:
+        holder = self.cfg.daemon.instance_id or socket.gethostname()
+        return Executor(self.rados, self.journal, holder=holder, lease_s=self.cfg.daemon.lease_s)
+
+
+@click.command()
+@cluster_options
+def daemon(**kwargs: Any) -> None:
+    """Run the reconciler service (systemd: Type=notify). Stops on SIGTERM, restoring overrides."""
+    cfg, access = load_access(kwargs)
+    logs.setup(logs.explicit_level() or "info", stream=sys.stdout)
+    code = asyncio.run(service.run(cfg, access))
+    raise SystemExit(code)
+
+
+@click.command()
+@cluster_options
+@click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
+def plan(as_json: bool, **kwargs: Any) -> None:
+    """Show what one reconcile pass would do now, as the exact commands. Changes nothing."""
+    with _Session(kwargs) as s:
+        admin_api = None
+        if s.access.rgw_endpoint and s.access.rgw_credentials_file:
+            admin_api = AdminApi(s.access.rgw_endpoint, s.access.rgw_credentials(), timeout_s=s.access.timeout_s)
+        adapters = Adapters(rados=s.rados, radosgw_admin=RadosgwAdmin(s.access), admin_api=admin_api)
+        snap, _ = asyncio.run(snapshot(adapters, s.cfg))
+        p = make_plan(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),
+                      local_time=datetime.now().time())
+    if as_json:
+        emit_json(p.to_dict())
+        return
+    click.echo(f"gate: {p.gate}")
+    click.echo(f"scrub throttle: {p.scrub.state}: {p.scrub.reason}")
+    if p.overrides:
+        click.echo("overridden now:")
+        for k, e in sorted(p.overrides.items()):
+            click.echo(f"  {k} = {e.applied_value} (was {'unset' if not e.original_present else e.original_value}; "
+                       f"holder {e.holder})")
+    click.echo("commands:" if p.commands() else "commands: none")
+    for c in p.commands():
+        click.echo(f"  {c}")
+
+
+@click.command()
+@cluster_options
+@click.option("--dry-run", is_flag=True, help="print the commands that would restore, change nothing")
+@click.option("--holder", help="only overrides made by this instance id (default: all)")
+@click.option("--json", "as_json", is_flag=True)
+def restore(dry_run: bool, holder: str | None, as_json: bool, **kwargs: Any) -> None:
+    """Put back every setting the daemon overrode, exactly as it was, and verify it."""
+    with _Session(kwargs) as s:
+        results = asyncio.run(s.executor().restore(holder=holder, dry_run=dry_run))
+    if as_json:
+        emit_json([{"command": r.command, "ok": r.ok, "detail": r.detail} for r in results])
+    else:
+        if not results:
+            click.echo("nothing to restore")
+        for r in results:
+            click.echo(f"{'ok  ' if r.ok else 'FAIL'} {r.command}  ({r.detail})")
+    if any(not r.ok for r in results):
+        raise SystemExit(1)
+
+
+@click.command()
+@cluster_options
+@click.option("--reason", default="", help="why, shown by plan, status and the daemon's logs")
+def pause(reason: str, **kwargs: Any) -> None:
+    """Hand control back to the operator: the daemon restores its overrides and changes nothing."""
+    with _Session(kwargs) as s:
+        if s.store is None:
+            raise click.ClickException(f"pool {s.cfg.daemon.pool!r} does not exist: the daemon has never run")
+        s.journal.set_control("paused", {"by": f"{getpass.getuser()}@{socket.gethostname()}", "at": time.time(),
+                                         "reason": reason})
+    click.echo("paused: the leader restores its overrides on its next pass; run rgwkeeper resume to undo")
+
+
+@click.command()
+@cluster_options
+def resume(**kwargs: Any) -> None:
+    """Let the daemon act again after rgwkeeper pause."""
+    with _Session(kwargs) as s:
+        if s.store is None:
+            raise click.ClickException(f"pool {s.cfg.daemon.pool!r} does not exist: the daemon has never run")
+        s.journal.clear_control("paused")
+    click.echo("resumed")

@@ -1,0 +1,1 @@
+"""The reconciler service: scheduling, leadership, metrics and systemd integration."""

@@ -1,0 +1,47 @@
+"""Prometheus metrics of the daemon, on their own registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from rgwkeeper.snapshot import Snapshot
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.leader = Gauge("rgwkeeper_leader", "1 if this instance holds the leader lock", registry=r)
+        self.paused = Gauge("rgwkeeper_paused", "1 if an operator paused rgwkeeper", registry=r)
+        self.ticks = Counter("rgwkeeper_ticks", "Reconcile passes by outcome", ["outcome"], registry=r)
+        self.tick_seconds = Histogram("rgwkeeper_tick_seconds", "Duration of a reconcile pass", registry=r,
+                                      buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+        self.overrides = Gauge("rgwkeeper_overrides", "Settings currently overridden by rgwkeeper", registry=r)
+        self.actions = Counter("rgwkeeper_actions", "Actions applied, by result", ["result"], registry=r)
+        self.gate_open = Gauge("rgwkeeper_gate_open", "1 if the gates allow changes now", registry=r)
+        self.scrub_throttled = Gauge("rgwkeeper_scrub_throttled", "1 while deep scrub is throttled", registry=r)
+        self.rgw_write_ops = Gauge("rgwkeeper_rgw_write_ops", "Client write op/s on the RGW data pools", ["kind"],
+                                   registry=r)
+        self.raw_used_ratio = Gauge("rgwkeeper_raw_used_ratio", "Raw capacity used, fraction", registry=r)
+        self.nearfull_headroom = Gauge("rgwkeeper_nearfull_headroom_ratio", "nearfull_ratio minus raw used", registry=r)
+        self.osd_used_ratio = Gauge("rgwkeeper_osd_used_ratio", "Per-OSD capacity used, fraction", ["osd"], registry=r)
+        self.slow_used = Gauge("rgwkeeper_bluefs_slow_used_bytes", "BlueFS bytes on the slow device (spillover)",
+                               ["osd"], registry=r)
+        self.db_used = Gauge("rgwkeeper_bluefs_db_used_bytes", "BlueFS bytes on the DB device", ["osd"], registry=r)
+        self.pgs_deep_scrubbing = Gauge("rgwkeeper_pgs_deep_scrubbing", "PGs deep-scrubbing", registry=r)
+
+    def serve(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        start_http_server(int(port), addr=host, registry=self.registry)
+
+    def observe(self, snap: Snapshot, smoothed_write_ops: float | None) -> None:
+        self.raw_used_ratio.set(snap.raw.used_ratio)
+        self.nearfull_headroom.set(snap.headroom_to_nearfull)
+        for o in snap.osds:
+            self.osd_used_ratio.labels(str(o.osd_id)).set(o.used_ratio)
+        for b in snap.bluefs:
+            self.slow_used.labels(str(b.osd_id)).set(b.slow_used_bytes)
+            self.db_used.labels(str(b.osd_id)).set(b.db_used_bytes)
+        self.rgw_write_ops.labels("now").set(snap.rgw_io.write_op_per_sec)
+        if smoothed_write_ops is not None:
+            self.rgw_write_ops.labels("smoothed").set(smoothed_write_ops)
+        self.pgs_deep_scrubbing.set(snap.scrub.pgs_deep_scrubbing)

@@ -1,0 +1,284 @@
+"""The reconciler service: ``rgwkeeper daemon``.
+
+The loop is a few lines, the way Ceph's mgr modules keep it: every tick, renew the leader
+lock; if leader, observe, gate, plan, act, read back, report; then wait. SIGTERM sets the
+shutdown event; the leader restores its overrides (bounded by ``shutdown_timeout_s``), and
+a hard timer backs up the graceful exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from rgwkeeper import reconcile
+from rgwkeeper.access import ClusterAccess, check_private
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.config import Config
+from rgwkeeper.daemon import sdnotify
+from rgwkeeper.daemon.metrics import Metrics
+from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
+from rgwkeeper.executor import Executor, NotLeader
+from rgwkeeper.journal import LEADER_OBJECT, Journal
+from rgwkeeper.leader import LOCK_NAME, LeaderLease
+from rgwkeeper.observe import Adapters, snapshot
+
+log = structlog.get_logger("rgwkeeper.daemon")
+
+
+class RadosLockBackend:
+    """The leader lock: ``lock_exclusive`` on one object of the daemon's pool."""
+
+    def __init__(self, store: ObjectStore, rados_cli: RadosgwAdmin, *, instance_id: str, lease_s: float) -> None:
+        self.store = store
+        self.cli = rados_cli
+        self.description = f"rgwkeeper {instance_id}"
+        # A new cookie per process: a restarted daemon is a different locker.
+        self.cookie = f"{instance_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.lease_s = lease_s
+
+    async def acquire(self, renew: bool) -> bool:
+        try:
+            await asyncio.to_thread(self.store.lock_exclusive, LEADER_OBJECT, LOCK_NAME, self.cookie,
+                                    self.description, int(self.lease_s), renew)
+            return True
+        except LockBusy:
+            return False
+
+    async def break_stale_own(self) -> bool:
+        """Break a lock our own dead predecessor left (same description, other cookie)."""
+        info = await self.cli.json("-p", self.store.pool, "lock", "info", LEADER_OBJECT, LOCK_NAME)
+        for locker in (info or {}).get("lockers", []):
+            if locker.get("description") == self.description and locker.get("cookie") != self.cookie:
+                await self.cli.run("-p", self.store.pool, "lock", "break", LEADER_OBJECT, LOCK_NAME,
+                                   locker["name"], "--lock-cookie", locker["cookie"])
+                log.warning("broke the leader lock left by a previous instance on this host",
+                            locker=locker["name"])
+                return True
+        return False
+
+    async def release(self) -> None:
+        await asyncio.to_thread(self.store.unlock, LEADER_OBJECT, LOCK_NAME, self.cookie)
+
+
+def instance_lock(state_dir: Path, instance_id: str) -> int:
+    """One daemon per instance id on this host; it also proves a predecessor is dead."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / f"{instance_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise UsageError(f"cannot use daemon.state_dir {state_dir}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UsageError(f"another rgwkeeper daemon with instance id {instance_id!r} runs on this host "
+                         f"(lock {state_dir / (instance_id + '.lock')})") from None
+    return fd
+
+
+def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:
+    pools = rados.command({"prefix": "osd pool ls"}) or []
+    if pool in pools:
+        return
+    if not create:
+        raise UsageError(f"pool {pool!r} does not exist and daemon.create_pool is false; create it or set daemon.pool")
+    rados.command({"prefix": "osd pool create", "pool": pool, "pg_num": 8})
+    rados.command({"prefix": "osd pool application enable", "pool": pool, "app": "rgwkeeper"})
+    log.info("created pool", pool=pool)
+
+
+@dataclass
+class Service:
+    cfg: Config
+    access: ClusterAccess
+    rados: RadosAdapter
+    journal: Journal
+    lease: LeaderLease
+    adapters: Adapters
+    metrics: Metrics
+    instance_id: str
+    wall_clock: Callable[[], float] = time.time
+    shutdown: asyncio.Event = field(default_factory=asyncio.Event)
+    last_tick_ok_at: float = 0.0
+
+    def executor(self) -> Executor:
+        return Executor(self.rados, self.journal, holder=self.instance_id, lease_s=self.cfg.daemon.lease_s,
+                        may_act=self.lease.is_leader, wall_clock=self.wall_clock)
+
+    async def tick(self) -> None:
+        t0 = time.monotonic()
+        structlog.contextvars.bind_contextvars(tick=uuid.uuid4().hex[:8])
+        try:
+            outcome = await self._tick()
+            self.metrics.ticks.labels(outcome).inc()
+            self.last_tick_ok_at = time.monotonic()
+        except NotLeader as exc:
+            self.metrics.ticks.labels("lost-leadership").inc()
+            log.warning("stopped acting", reason=str(exc))
+        except RgwkeeperError as exc:
+            self.metrics.ticks.labels("error").inc()
+            log.error("reconcile pass failed", error=str(exc))
+        except Exception:  # noqa: BLE001 - a bug must not kill the loop; it is logged with its traceback
+            self.metrics.ticks.labels("crash").inc()
+            log.exception("reconcile pass crashed")
+        finally:
+            self.metrics.tick_seconds.observe(time.monotonic() - t0)
+            structlog.contextvars.unbind_contextvars("tick")
+
+    async def _tick(self) -> str:
+        was_leader = self.lease.is_leader()
+        leader = await self.lease.tick()
+        self.metrics.leader.set(1 if leader else 0)
+        if not leader:
+            if was_leader:
+                log.warning("lost leadership; not acting")
+            log.info("standby", instance=self.instance_id)
+            return "standby"
+        ex = self.executor()
+        if not was_leader:
+            # A new leader gives back whatever a previous leader (or our own killed
+            # predecessor) left, then decides afresh from what it observes.
+            results = await ex.restore()
+            log.info("became leader", instance=self.instance_id, restored=[r.command for r in results],
+                     failed=[r.command for r in results if not r.ok])
+        snap, _raw = await snapshot(self.adapters, self.cfg)
+        overrides = self.journal.overrides()
+        control = self.journal.control()
+        plan = reconcile.plan(snap, self.cfg, overrides, control, now=self.wall_clock(),
+                              local_time=datetime.now().time())
+        self.metrics.observe(snap, plan.scrub.memory.ema_write_ops)
+        self.metrics.gate_open.set(1 if plan.gate.open else 0)
+        self.metrics.paused.set(1 if control.get("paused") else 0)
+        if not self.lease.is_leader():
+            raise NotLeader("lease ran out while observing; not acting")
+        results = await ex.apply(plan.actions)
+        self.journal.set_control("scrub_throttle", plan.scrub.memory.to_dict())
+        self.journal.renew(self.instance_id, self.wall_clock() + self.cfg.daemon.lease_s)
+        now_overrides = self.journal.overrides()
+        self.metrics.overrides.set(len(now_overrides))
+        self.metrics.scrub_throttled.set(1 if any(k.startswith("config/osd/osd_scrub") or k == "flag/nodeep-scrub"
+                                                  or k.endswith("osd_max_scrubs") for k in now_overrides) else 0)
+        for r in results:
+            self.metrics.actions.labels("ok" if r.ok else "failed").inc()
+        # One canonical line per pass.
+        log.info("reconciled", gate=str(plan.gate), scrub_state=plan.scrub.state, scrub_reason=plan.scrub.reason,
+                 write_ops=round(snap.rgw_io.write_op_per_sec, 1),
+                 smoothed_write_ops=round(plan.scrub.memory.ema_write_ops or 0.0, 1),
+                 changed=[r.command for r in results if r.changed],
+                 failed=[f"{r.command}: {r.detail}" for r in results if not r.ok],
+                 overrides=sorted(now_overrides))
+        return "acted" if any(r.changed for r in results) else "idle"
+
+    async def stop(self) -> None:
+        """Give back overrides if leader, then release the lock. Bounded by shutdown_timeout_s."""
+        try:
+            if self.lease.is_leader():
+                results = await asyncio.wait_for(self.executor().restore(holder=self.instance_id),
+                                                 self.cfg.daemon.shutdown_timeout_s)
+                log.info("restored before exit", restored=[r.command for r in results],
+                         failed=[r.command for r in results if not r.ok])
+        except (asyncio.TimeoutError, CephError) as exc:
+            log.error("could not restore every override before exit; run rgwkeeper restore", error=str(exc))
+        finally:
+            with contextlib.suppress(CephError):
+                await self.lease.release()
+
+
+def _hard_exit_timer(seconds: float) -> threading.Timer:
+    def die() -> None:
+        log.error("graceful shutdown took too long; exiting", after_s=seconds)
+        os._exit(1)
+
+    t = threading.Timer(seconds, die)
+    t.daemon = True
+    return t
+
+
+async def run(cfg: Config, access: ClusterAccess) -> int:
+    """Start the daemon; returns the exit code."""
+    # Credentials must be private files, or the daemon refuses to start.
+    if access.keyring is not None:
+        check_private(access.keyring, "keyring")
+    creds = access.rgw_credentials() if access.rgw_credentials_file else None
+    instance_id = cfg.daemon.instance_id or socket.gethostname()
+    lock_fd = instance_lock(Path(cfg.daemon.state_dir), instance_id)
+
+    rados = RadosAdapter(access)
+    await asyncio.to_thread(rados.connect)
+    store: ObjectStore | None = None
+    try:
+        await asyncio.to_thread(ensure_pool, rados, cfg.daemon.pool, cfg.daemon.create_pool)
+        store = ObjectStore(rados, cfg.daemon.pool)
+        journal = Journal(store)
+        lease = LeaderLease(RadosLockBackend(store, RadosgwAdmin(access, binary="rados"),
+                                             instance_id=instance_id, lease_s=cfg.daemon.lease_s),
+                            lease_s=cfg.daemon.lease_s)
+        admin_api = AdminApi(access.rgw_endpoint, creds, timeout_s=access.timeout_s) if (
+            creds and access.rgw_endpoint) else None
+        adapters = Adapters(rados=rados, radosgw_admin=RadosgwAdmin(access), admin_api=admin_api)
+        metrics = Metrics()
+        if cfg.daemon.metrics_address:
+            try:
+                metrics.serve(cfg.daemon.metrics_address)
+            except OSError as exc:
+                raise UsageError(f"cannot serve metrics on {cfg.daemon.metrics_address}: {exc.strerror}") from None
+        svc = Service(cfg=cfg, access=access, rados=rados, journal=journal, lease=lease, adapters=adapters,
+                      metrics=metrics, instance_id=instance_id)
+        return await _serve(svc)
+    finally:
+        if store is not None:
+            store.close()
+        rados.close()
+        os.close(lock_fd)
+
+
+async def _serve(svc: Service) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, svc.shutdown.set)
+    scheduler = AsyncIOScheduler()
+    scheduler.add_job(svc.tick, "interval", seconds=svc.cfg.daemon.tick_s, id="reconcile",
+                      next_run_time=datetime.now(), max_instances=1, coalesce=True,
+                      misfire_grace_time=int(svc.cfg.daemon.tick_s))
+    watchdog = sdnotify.watchdog_interval_s()
+    if watchdog:
+        def ping() -> None:
+            # Only while the loop makes progress: a wedged tick must let systemd restart us.
+            if time.monotonic() - svc.last_tick_ok_at < 3 * svc.cfg.daemon.tick_s + 60:
+                sdnotify.notify("WATCHDOG=1")
+        scheduler.add_job(ping, "interval", seconds=watchdog, id="watchdog")
+    scheduler.start()
+    sdnotify.notify("READY=1")
+    log.info("started", instance=svc.instance_id, tick_s=svc.cfg.daemon.tick_s, lease_s=svc.cfg.daemon.lease_s,
+             pool=svc.cfg.daemon.pool, metrics=svc.cfg.daemon.metrics_address or None)
+    await svc.shutdown.wait()
+    sdnotify.notify("STOPPING=1")
+    timer = _hard_exit_timer(svc.cfg.daemon.shutdown_timeout_s + 15)
+    timer.start()
+    log.info("stopping")
+    scheduler.shutdown(wait=False)
+    # Cancel a pass still running: the executor journals before it changes anything, so
+    # an interrupted change leaves at worst an entry that restores a value never changed.
+    for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+        task.cancel()
+    await svc.stop()
+    timer.cancel()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,204 @@
+"""The executor: applies actions, journals originals first, reads every change back.
+
+For each override it records what was there before (from the mon config database or the
+OSDMap flags) in the RADOS journal *before* changing anything, so a crash between the two
+leaves a journal entry that restores a value that was never changed (harmless), never a
+change without its original. Exit codes and "success" replies are not evidence: after each
+change the mon config database (or OSDMap) is read back, and the effective value is read
+from every up OSD (``ceph tell osd.N config get``), because mClock reverts locked options
+after ``config set`` reports success (FIELD-NOTES).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import structlog
+
+from rgwkeeper.actions import Action, RemoveConfig, RestoreAll, SetConfig, SetFlag, UnsetFlag
+from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.errors import CephError, RgwkeeperError
+from rgwkeeper.journal import Journal, Override
+
+log = structlog.get_logger("rgwkeeper.executor")
+
+READBACK_TIMEOUT_S = 10.0  # OSDs pick up mon config changes asynchronously
+
+
+class NotLeader(RgwkeeperError):
+    """This instance is not (or no longer) the leader: it must not act."""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    command: str
+    ok: bool
+    detail: str
+    effective: Mapping[int, str] = field(default_factory=dict)
+    changed: bool = True  # False: the setting already had this value; nothing was sent
+
+
+def same_value(a: str | None, b: str | None) -> bool:
+    """Ceph prints 0.5 as "0.500000" from an OSD and "0.5" from the mon: compare as numbers."""
+    if a is None or b is None:
+        return a is b
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.strip().lower() == b.strip().lower()
+
+
+class Executor:
+    def __init__(self, rados: RadosAdapter, journal: Journal, *, holder: str, lease_s: float,
+                 may_act: Callable[[], bool] = lambda: True, wall_clock: Callable[[], float] = time.time,
+                 readback_timeout_s: float = READBACK_TIMEOUT_S) -> None:
+        self.rados = rados
+        self.journal = journal
+        self.holder = holder
+        self.lease_s = lease_s
+        self.may_act = may_act
+        self.wall_clock = wall_clock
+        self.readback_timeout_s = readback_timeout_s
+
+    # -- reads -----------------------------------------------------------------------------
+    async def mon_config(self, who: str, name: str) -> tuple[bool, str | None]:
+        """Is ``name`` set for exactly section ``who`` (no mask) in the mon config database?"""
+        dump = await self.rados.acommand({"prefix": "config dump"}) or []
+        for e in dump:
+            if e.get("section") == who and e.get("name") == name and not e.get("mask"):
+                return True, str(e.get("value"))
+        return False, None
+
+    async def flags(self) -> set[str]:
+        dump = await self.rados.acommand({"prefix": "osd dump"})
+        return set(dump.get("flags_set") or str(dump.get("flags", "")).split(","))
+
+    async def up_osds(self) -> list[int]:
+        dump = await self.rados.acommand({"prefix": "osd dump"})
+        return [o["osd"] for o in dump.get("osds", []) if o.get("up") == 1]
+
+    async def effective(self, name: str, osds: Iterable[int]) -> dict[int, str]:
+        async def one(osd: int) -> tuple[int, str | None]:
+            try:
+                out = await self.rados.acommand({"prefix": "config get", "var": name}, osd=osd)
+                return osd, str(out.get(name)) if isinstance(out, dict) else None
+            except CephError:
+                return osd, None
+
+        pairs = await asyncio.gather(*(one(o) for o in osds))
+        return {o: v for o, v in pairs if v is not None}
+
+    async def _await_effective(self, name: str, want: str | None, osds: list[int]) -> tuple[bool, dict[int, str]]:
+        """Poll the OSDs until all report ``want`` (None: no check) or the read-back timeout."""
+        deadline = time.monotonic() + self.readback_timeout_s
+        while True:
+            values = await self.effective(name, osds)
+            ok = len(values) == len(osds) and (want is None or all(same_value(v, want) for v in values.values()))
+            if ok or time.monotonic() >= deadline:
+                return ok, values
+            await asyncio.sleep(0.5)
+
+    # -- acting ----------------------------------------------------------------------------------
+    def _check_leader(self) -> None:
+        if not self.may_act():
+            raise NotLeader("leadership lost (lease expired on this node's clock); not acting")
+
+    async def apply(self, actions: Iterable[Action]) -> list[ActionResult]:
+        results: list[ActionResult] = []
+        for action in actions:
+            if isinstance(action, RestoreAll):
+                results.extend(await self.restore())
+            elif isinstance(action, SetConfig):
+                results.append(await self._set_config(action))
+            elif isinstance(action, SetFlag):
+                results.append(await self._set_flag(action))
+            elif isinstance(action, (RemoveConfig, UnsetFlag)):
+                raise RgwkeeperError(f"{action.command()}: policies give settings back with RestoreAll only")
+        return results
+
+    def _entry(self, a: SetConfig | SetFlag, kind: str, who: str, name: str, present: bool, value: str | None,
+               applied: str, previous: Override | None) -> Override:
+        now = self.wall_clock()
+        if previous is not None:  # keep the first original: never journal our own value as "original"
+            return Override(**{**previous.__dict__, "applied_value": applied, "holder": self.holder,
+                               "lease_until": now + self.lease_s})
+        return Override(key=a.key, kind=kind, who=who, name=name, original_present=present,
+                        original_value=value, applied_value=applied, holder=self.holder, since=now,
+                        lease_until=now + self.lease_s, reason=a.reason)
+
+    async def _set_config(self, a: SetConfig) -> ActionResult:
+        self._check_leader()
+        previous = self.journal.overrides().get(a.key)
+        present, value = await self.mon_config(a.who, a.name)
+        if previous is None and present and same_value(value, a.value):
+            return ActionResult(a.command(), True, f"already {value} (set by someone else); not journaled")
+        self.journal.record(self._entry(a, "config", a.who, a.name, present, value, a.value, previous))
+        changed = not (present and same_value(value, a.value))
+        if changed:
+            self._check_leader()
+            await self.rados.acommand(a.mon_command())
+        now_present, now_value = await self.mon_config(a.who, a.name)
+        if not (now_present and same_value(now_value, a.value)):
+            return ActionResult(a.command(), False, f"mon config database reads {now_value!r} after config set")
+        osds = await self.up_osds() if a.who == "osd" else []
+        ok, eff = await self._await_effective(a.name, a.value, osds)
+        detail = "effective on all up OSDs" if ok else (
+            "not effective on " + ", ".join(f"osd.{o}={v}" for o, v in sorted(eff.items()) if not same_value(v, a.value))
+            + " (an osd.N-level setting overrides it, or mClock reverted it)")
+        if changed:
+            log.info("override applied", command=a.command(), ok=ok, reason=a.reason)
+        return ActionResult(a.command(), ok, detail, eff, changed=changed)
+
+    async def _set_flag(self, a: SetFlag) -> ActionResult:
+        self._check_leader()
+        previous = self.journal.overrides().get(a.key)
+        flags = await self.flags()
+        already = a.flag in flags
+        if previous is None and already:
+            return ActionResult(a.command(), True, "flag already set by someone else; not journaled")
+        self.journal.record(self._entry(a, "flag", "", a.flag, already, None, "set", previous))
+        if not already:
+            self._check_leader()
+            await self.rados.acommand(a.mon_command())
+            log.info("override applied", command=a.command(), reason=a.reason)
+        ok = a.flag in await self.flags()
+        return ActionResult(a.command(), ok, "set in the OSDMap" if ok else "not in the OSDMap after osd set",
+                            changed=not already)
+
+    async def restore(self, *, holder: str | None = None, dry_run: bool = False) -> list[ActionResult]:
+        """Give back every journaled override (of ``holder`` only, if given), verified."""
+        results = []
+        for key, e in sorted(self.journal.overrides().items()):
+            if holder is not None and e.holder != holder:
+                continue
+            if dry_run:
+                results.append(ActionResult(e.restore_command(), True, f"would restore (applied {e.applied_value})"))
+                continue
+            results.append(await self._restore_one(e))
+        return results
+
+    async def _restore_one(self, e: Override) -> ActionResult:
+        if e.kind == "flag":
+            if not e.original_present:
+                await self.rados.acommand(UnsetFlag(e.name).mon_command())
+            ok = (e.name in await self.flags()) == e.original_present
+            if ok:
+                self.journal.forget(e.key)
+            return ActionResult(e.restore_command(), ok, "restored" if ok else "flag state differs after restore")
+        if e.original_present:
+            await self.rados.acommand(SetConfig(e.who, e.name, str(e.original_value)).mon_command())
+        else:
+            await self.rados.acommand(RemoveConfig(e.who, e.name).mon_command())
+        present, value = await self.mon_config(e.who, e.name)
+        ok = present == e.original_present and (not present or same_value(value, e.original_value))
+        if not ok:
+            return ActionResult(e.restore_command(), False, f"mon config database reads {value!r} after restore")
+        self.journal.forget(e.key)
+        osds = await self.up_osds() if e.who == "osd" else []
+        want = e.original_value if e.original_present else None
+        _, eff = await self._await_effective(e.name, want, osds)
+        log.info("override restored", command=e.restore_command())
+        return ActionResult(e.restore_command(), True, "restored", eff)

@@ -1,0 +1,78 @@
+"""Leader election across admin nodes with a renewed RADOS exclusive lock.
+
+The leader takes ``lock_exclusive`` on one object for ``lease_s`` seconds and renews it
+every tick. Before acting it checks that its lease is still valid on its *own monotonic
+clock*, measured from just before the renewal was sent: a leader that was paused (SIGSTOP,
+a VM freeze) past its lease finds, when it resumes, that its clock has moved on and stops
+acting before it acts again (ceph-nvmeof #1965 is the incident this prevents), even before
+it learns whether another node took the lock.
+
+A restarted daemon on the same host (same instance id) is a new RADOS client, so the lock
+its dead predecessor held would block it until expiry; a local flock guarantees that
+predecessor is gone, so the lock it left is broken instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from rgwkeeper.errors import CephError
+
+LOCK_NAME = "leader"
+#: Stop acting this fraction of the lease before it ends (clock skew, slow calls).
+SAFETY_MARGIN = 0.2
+
+
+class LockBackend(Protocol):
+    async def acquire(self, renew: bool) -> bool:
+        """Take or renew the lock for lease_s; False if another client holds it."""
+
+    async def break_stale_own(self) -> bool:
+        """Break a lock left by a dead predecessor with our instance id; True if broken."""
+
+    async def release(self) -> None: ...
+
+
+@dataclass
+class LeaderLease:
+    backend: LockBackend
+    lease_s: float
+    clock: Callable[[], float] = time.monotonic
+    held: bool = False
+    valid_until: float = 0.0
+    transitions: list[str] = field(default_factory=list)
+
+    async def tick(self) -> bool:
+        """Acquire or renew. Returns True if we are leader after this call."""
+        was = self.held and self.is_leader()
+        t0 = self.clock()
+        try:
+            ok = await self.backend.acquire(renew=self.held)
+            if not ok and not self.held and await self.backend.break_stale_own():
+                ok = await self.backend.acquire(renew=False)
+        except CephError:
+            ok = False
+        if ok:
+            self.held = True
+            self.valid_until = t0 + self.lease_s
+        else:
+            self.held = False
+            self.valid_until = 0.0
+        now = self.is_leader()
+        if now != was:
+            self.transitions.append("acquired" if now else "lost")
+        return now
+
+    def is_leader(self) -> bool:
+        """May we act now? False once the lease (minus a margin) has run out on our clock."""
+        return self.held and self.clock() < self.valid_until - SAFETY_MARGIN * self.lease_s
+
+    async def release(self) -> None:
+        if self.held:
+            try:
+                await self.backend.release()
+            finally:
+                self.held = False
+                self.valid_until = 0.0

@@ -1,0 +1,147 @@
+"""Deep-scrub throttle under heavy RGW PUT load.
+
+Deep scrub started at a high rate during very high PUT rates cut PUT and GET sharply in
+the 10-billion-object study. When the smoothed client write op/s on the RGW data pools
+rises above ``high_write_ops`` the policy throttles scrub with the levers that work for
+the op queue in force, and gives back exactly what was there once load has stayed below
+``low_write_ops`` for ``hold_s``:
+
+- ``wpq`` (Pacific's default): ``osd_scrub_sleep``, ``osd_max_scrubs``,
+  ``osd_scrub_load_threshold`` and, if configured, the ``nodeep-scrub`` flag.
+- ``mclock_scheduler`` (Quincy's default): ``osd_mclock_profile`` and ``osd_max_scrubs``;
+  mClock ignores ``osd_scrub_sleep`` and reverts locked options after ``config set``
+  reports success (FIELD-NOTES), which is why the executor reads values back from the OSDs.
+
+Deep scrub is never deferred without bound: past ``max_defer_s`` of continuous throttle,
+or as soon as PG_NOT_DEEP_SCRUBBED is raised, scrub is given back and not throttled again
+for ``cooldown_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from rgwkeeper.actions import Action, RestoreAll, SetConfig, SetFlag
+from rgwkeeper.config import ScrubThrottleSection
+from rgwkeeper.snapshot import PG_NOT_DEEP_SCRUBBED, Snapshot
+
+#: Journal keys this policy owns (so restores and "is throttled" are about its own overrides).
+OWNED_NAMES = ("osd_scrub_sleep", "osd_max_scrubs", "osd_scrub_load_threshold", "osd_mclock_profile")
+
+
+@dataclass(frozen=True)
+class ThrottleMemory:
+    """What the policy remembers between passes (persisted in the journal's control object)."""
+
+    ema_write_ops: float | None = None
+    last_sample_at: float | None = None
+    throttled_since: float | None = None
+    below_low_since: float | None = None
+    forced_release_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ThrottleMemory":
+        if not d:
+            return cls()
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    memory: ThrottleMemory
+    state: str  # idle | engage | throttled | holding | release | forced-release | cooldown
+    reason: str
+
+
+def smooth(memory: ThrottleMemory, sample: float, now: float, time_constant_s: float) -> float:
+    """Exponential moving average with a time constant, correct for uneven tick spacing."""
+    if memory.ema_write_ops is None or memory.last_sample_at is None or time_constant_s <= 0:
+        return sample
+    dt = max(0.0, now - memory.last_sample_at)
+    alpha = 1.0 - math.exp(-dt / time_constant_s)
+    return memory.ema_write_ops + alpha * (sample - memory.ema_write_ops)
+
+
+def desired_overrides(snap: Snapshot, s: ScrubThrottleSection) -> tuple[SetConfig | SetFlag, ...]:
+    queues = set(snap.scrub.op_queues) or {"wpq"}  # unknown (no OSD answered): assume Pacific's default
+    out: list[SetConfig | SetFlag] = []
+    why = "deep scrub throttled under RGW write load"
+    if queues - {"mclock_scheduler"}:  # wpq (or anything that is not mClock) on some OSDs
+        out.append(SetConfig("osd", "osd_scrub_sleep", _num(s.scrub_sleep), why))
+        if s.load_threshold is not None:
+            out.append(SetConfig("osd", "osd_scrub_load_threshold", _num(s.load_threshold), why))
+    if "mclock_scheduler" in queues:
+        out.append(SetConfig("osd", "osd_mclock_profile", s.mclock_profile, why))
+    out.append(SetConfig("osd", "osd_max_scrubs", str(s.max_scrubs), why))
+    if s.set_nodeep_scrub_flag:
+        out.append(SetFlag("nodeep-scrub", why))
+    return tuple(out)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def owned_keys(s: ScrubThrottleSection) -> set[str]:
+    keys = {f"config/osd/{n}" for n in OWNED_NAMES}
+    keys.add("flag/nodeep-scrub")
+    return keys
+
+
+def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
+           active_override_keys: Iterable[str], now: float) -> Decision:
+    """One pass of the throttle. ``active_override_keys`` comes from the journal (the truth)."""
+    sample = snap.rgw_io.write_op_per_sec
+    ema = smooth(memory, sample, now, s.smoothing_s)
+    mem = replace(memory, ema_write_ops=ema, last_sample_at=now)
+    throttled = bool(set(active_override_keys) & owned_keys(s))
+    load = f"smoothed RGW write load {ema:.0f} op/s (now {sample:.0f})"
+
+    if not s.enabled:
+        if throttled:
+            return Decision((RestoreAll("scrub throttle disabled in the config"),), replace(mem, throttled_since=None,
+                            below_low_since=None), "release", "scrub throttle disabled")
+        return Decision((), mem, "idle", "scrub throttle disabled")
+
+    overdue = PG_NOT_DEEP_SCRUBBED in snap.checks
+    if throttled:
+        since = mem.throttled_since if mem.throttled_since is not None else now
+        mem = replace(mem, throttled_since=since)
+        forced = None
+        if overdue:
+            forced = "PG_NOT_DEEP_SCRUBBED is raised: deep scrub must run"
+        elif now - since >= s.max_defer_s:
+            forced = f"throttled for {now - since:.0f} s, past max_defer_s {s.max_defer_s:.0f} s"
+        if forced:
+            return Decision((RestoreAll(forced),), replace(mem, throttled_since=None, below_low_since=None,
+                                                           forced_release_at=now), "forced-release", forced)
+        if ema < s.low_write_ops:
+            below = mem.below_low_since if mem.below_low_since is not None else now
+            mem = replace(mem, below_low_since=below)
+            if now - below >= s.hold_s:
+                reason = f"{load} below {s.low_write_ops:.0f} for {now - below:.0f} s"
+                return Decision((RestoreAll(reason),), replace(mem, throttled_since=None, below_low_since=None),
+                                "release", reason)
+            return Decision(desired_overrides(snap, s), mem, "holding",
+                            f"{load} below {s.low_write_ops:.0f} for {now - below:.0f} of {s.hold_s:.0f} s")
+        # Keep the throttle; re-assert it in case the op queue changed or someone edited a value.
+        return Decision(desired_overrides(snap, s), replace(mem, below_low_since=None), "throttled",
+                        f"{load} at or above low watermark {s.low_write_ops:.0f}")
+
+    mem = replace(mem, throttled_since=None, below_low_since=None)
+    if ema <= s.high_write_ops:
+        return Decision((), mem, "idle", f"{load} at or below high watermark {s.high_write_ops:.0f}")
+    if overdue:
+        return Decision((), mem, "idle", f"{load} is high, but PG_NOT_DEEP_SCRUBBED is raised: not throttling")
+    if mem.forced_release_at is not None and now - mem.forced_release_at < s.cooldown_s:
+        left = s.cooldown_s - (now - mem.forced_release_at)
+        return Decision((), mem, "cooldown", f"{load} is high, but scrub was given back by force; "
+                                              f"{left:.0f} s of cooldown left")
+    return Decision(desired_overrides(snap, s), replace(mem, throttled_since=now), "engage",
+                    f"{load} above high watermark {s.high_write_ops:.0f}")
