@@ -134,7 +134,8 @@ class Executor:
         previous = self.journal.overrides().get(a.key)
         present, value = await self.mon_config(a.who, a.name)
         if previous is None and present and same_value(value, a.value):
-            return ActionResult(a.command(), True, f"already {value} (set by someone else); not journaled")
+            return ActionResult(a.command(), True, f"already {value} (set by someone else); not journaled",
+                                changed=False)
         self.journal.record(self._entry(a, "config", a.who, a.name, present, value, a.value, previous))
         changed = not (present and same_value(value, a.value))
         if changed:
@@ -158,7 +159,7 @@ class Executor:
         flags = await self.flags()
         already = a.flag in flags
         if previous is None and already:
-            return ActionResult(a.command(), True, "flag already set by someone else; not journaled")
+            return ActionResult(a.command(), True, "flag already set by someone else; not journaled", changed=False)
         self.journal.record(self._entry(a, "flag", "", a.flag, already, None, "set", previous))
         if not already:
             self._check_leader()

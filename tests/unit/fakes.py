@@ -125,3 +125,69 @@ class FakeRGWAdmin:
         if isinstance(response, BaseException):
             raise response
         return response
+
+
+class FakeCluster:
+    """A stateful stand-in for ``rados.Rados`` for the executor: the mon config database,
+    the OSDMap flags and what each OSD reports, with replies shaped as 16.2.15 gives them
+    (``config dump`` entries, ``config get`` printing 0.25 as "0.250000"). Strict: any other
+    command fails the test. ``revert`` makes OSDs ignore a setting, as mClock does for
+    locked options."""
+
+    def __init__(self, osds=(0, 1, 2), defaults=None) -> None:
+        self.config: dict[tuple[str, str], str] = {}
+        self.flags = {"sortbitwise", "recovery_deletes", "purged_snapdirs", "pglog_hardlimit"}
+        self.osds = list(osds)
+        self.defaults = {"osd_scrub_sleep": "0.000000", "osd_max_scrubs": "1",
+                         "osd_scrub_load_threshold": "0.500000", "osd_mclock_profile": "high_client_ops",
+                         "osd_op_queue": "wpq", **(defaults or {})}
+        self.revert: set[str] = set()
+        self.sent: list[dict[str, Any]] = []
+
+    # rados.Rados surface
+    def connect(self, timeout: int = 0) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    @staticmethod
+    def _fmt(value: str) -> str:
+        try:
+            f = float(value)
+        except ValueError:
+            return value
+        return value if value.isdigit() else f"{f:.6f}"
+
+    def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        c = json.loads(cmd)
+        self.sent.append(c)
+        p = c["prefix"]
+        if p == "config dump":
+            out = [{"section": w, "name": n, "value": self._fmt(v), "level": "advanced",
+                    "can_update_at_runtime": True, "mask": ""} for (w, n), v in sorted(self.config.items())]
+            return 0, json.dumps(out).encode(), ""
+        if p == "config set":
+            self.config[(c["who"], c["name"])] = c["value"]
+            return 0, b"", ""
+        if p == "config rm":
+            self.config.pop((c["who"], c["name"]), None)
+            return 0, b"", ""
+        if p == "osd dump":
+            return 0, json.dumps({"flags": ",".join(sorted(self.flags)), "flags_set": sorted(self.flags),
+                                  "osds": [{"osd": o, "up": 1, "in": 1} for o in self.osds]}).encode(), ""
+        if p in ("osd set", "osd unset"):
+            (self.flags.add if p == "osd set" else self.flags.discard)(c["key"])
+            return 0, b"", f"{c['key']} is {'set' if p == 'osd set' else 'unset'}"
+        raise UnexpectedCall(f"unexpected mon command: {cmd}")
+
+    def mgr_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        raise UnexpectedCall(f"mgr_command was not expected: {cmd}")
+
+    def osd_command(self, osdid: int, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        c = json.loads(cmd)
+        if c["prefix"] != "config get" or osdid not in self.osds:
+            raise UnexpectedCall(f"unexpected command to osd.{osdid}: {cmd}")
+        name = c["var"]
+        value = self.defaults[name] if name in self.revert else self.config.get(("osd", name), self.defaults[name])
+        return 0, json.dumps({name: self._fmt(value)}).encode(), ""
