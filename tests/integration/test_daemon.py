@@ -1,0 +1,308 @@
+"""The daemon against the real cluster: throttle under PUT load, crash safety, leadership."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+TICK_S = 2.0
+LEASE_S = 8.0
+THROTTLE = {"osd_scrub_sleep": "0.5", "osd_scrub_load_threshold": "0.05", "osd_max_scrubs": "1"}
+POOL = "rgwkeeper-test"
+
+
+def wait_for(what, predicate, timeout=60.0, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Daemon:
+    """`rgwkeeper daemon` as a subprocess with its own config; JSON log lines on stdout."""
+
+    def __init__(self, ceph_cluster, tmp_path: Path, name: str, **overrides):
+        self.dir = tmp_path / name
+        self.dir.mkdir(exist_ok=True)
+        self.name = name
+        self.log_path = self.dir / f"daemon-{uuid.uuid4().hex[:6]}.log"
+        throttle = {"high_write_ops": 60.0, "low_write_ops": 30.0, "smoothing_s": 2.0, "hold_s": 4.0,
+                    **overrides.pop("scrub_throttle", {})}
+        daemon = {"tick_s": TICK_S, "lease_s": LEASE_S, "pool": POOL, "instance_id": name,
+                  "state_dir": str(self.dir / "state"), "metrics_address": "", **overrides.pop("daemon", {})}
+        lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 10.0\n']
+        for section, values in (("daemon", daemon), ("scrub_throttle", throttle)):
+            lines.append(f"[{section}]")
+            lines.extend(f"{k} = {json.dumps(v)}" for k, v in values.items())
+        self.config = self.dir / "rgwkeeper.toml"
+        self.config.write_text("\n".join(lines) + "\n")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self):
+        self._out = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rgwkeeper", "daemon", "--config", str(self.config)],
+                                     stdout=self._out, stderr=subprocess.STDOUT)
+        return self
+
+    def events(self):
+        out = []
+        for line in self.log_path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+        return out
+
+    def passes(self):
+        return [e for e in self.events() if e.get("event") == "reconciled"]
+
+    def signal(self, sig):
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=60):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+
+
+@pytest.fixture
+def daemons(ceph_cluster, tmp_path):
+    started = []
+
+    def make(name, **kw):
+        d = Daemon(ceph_cluster, tmp_path, name, **kw)
+        started.append(d)
+        return d
+
+    yield make
+    for d in started:
+        if d.proc is not None and d.proc.poll() is None:
+            d.signal(signal.SIGCONT)
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def journal_pool(ceph_cluster):
+    """The daemon's pool, made once so new PGs do not close the gates in every test."""
+    if POOL not in (ceph_cluster.ceph("osd", "pool", "ls") or []):
+        ceph_cluster.ceph("osd", "pool", "create", POOL, "8")
+        ceph_cluster.ceph("osd", "pool", "application", "enable", POOL, "rgwkeeper")
+    wait_for("PGs active+clean", lambda: _all_clean(ceph_cluster), timeout=120)
+    yield POOL
+
+
+def _all_clean(ceph_cluster):
+    s = ceph_cluster.ceph("pg", "stat")["pg_summary"]
+    return {x["name"]: x["num"] for x in s["num_pg_by_state"]}.get("active+clean") == s["num_pgs"]
+
+
+def mon_db(ceph_cluster):
+    return {(e["section"], e["name"]): e["value"] for e in ceph_cluster.ceph("config", "dump")}
+
+
+def effective(ceph_cluster, name):
+    osds = [o["osd"] for o in ceph_cluster.ceph("osd", "dump")["osds"] if o["up"]]
+    return {o: ceph_cluster.ceph("tell", f"osd.{o}", "config", "get", name)[name] for o in osds}
+
+
+def throttled_everywhere(ceph_cluster):
+    return all(float(v) == float(THROTTLE["osd_scrub_sleep"]) for v in effective(ceph_cluster, "osd_scrub_sleep").values())
+
+
+def clean(ceph_cluster):
+    db = mon_db(ceph_cluster)
+    return not any(("osd", n) in db for n in THROTTLE) and \
+        all(float(v) == 0.0 for v in effective(ceph_cluster, "osd_scrub_sleep").values())
+
+
+@contextlib.contextmanager
+def put_load(s3, bucket, threads=16):
+    """A plain boto3 PUT storm until the block ends (4 KiB objects)."""
+    s3.create_bucket(Bucket=bucket)
+    stop = threading.Event()
+    counts = [0] * threads
+
+    def writer(i):
+        n = 0
+        while not stop.is_set():
+            s3.put_object(Bucket=bucket, Key=f"w{i}/{n:07d}", Body=b"x" * 4096)
+            n += 1
+        counts[i] = n
+
+    pool = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
+    for t in pool:
+        t.start()
+    try:
+        yield counts
+    finally:
+        stop.set()
+        for t in pool:
+            t.join(30)
+
+
+def deep_scrub_data_pool(ceph_cluster):
+    pgs = ceph_cluster.ceph("pg", "ls-by-pool", "default.rgw.buckets.data")
+    pgs = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
+    for pg in pgs:
+        ceph_cluster.ceph("pg", "deep-scrub", pg["pgid"])
+    return len(pgs)
+
+
+def test_throttle_engages_under_put_load_and_gives_back(ceph_cluster, s3, bucket_name, daemons, journal_pool):
+    before = mon_db(ceph_cluster)
+    d = daemons("solo").start()
+    wait_for("first pass", d.passes)
+    with put_load(s3, bucket_name) as counts:
+        wait_for("write load seen", lambda: any(p["write_ops"] > 60 for p in d.passes()), timeout=60)
+        assert deep_scrub_data_pool(ceph_cluster) > 0
+        first_high = next(i for i, p in enumerate(d.passes()) if p["write_ops"] > 60)
+        wait_for("throttle", lambda: any(p["scrub_state"] == "engage" for p in d.passes()), timeout=30)
+        engaged = next(i for i, p in enumerate(d.passes()) if p["scrub_state"] == "engage")
+        # Within two ticks of the first pass that saw the load.
+        assert engaged - first_high <= 2, [(p["write_ops"], p["scrub_state"]) for p in d.passes()]
+        # The OSDs themselves report the throttled values.
+        wait_for("effective on every OSD", lambda: throttled_everywhere(ceph_cluster), timeout=20)
+        for name, value in THROTTLE.items():
+            assert all(float(v) == float(value) for v in effective(ceph_cluster, name).values()), name
+    assert sum(counts) > 0
+    # Load stopped: after the hold time everything is given back exactly.
+    wait_for("give-back", lambda: any(p["scrub_state"] == "release" for p in d.passes()), timeout=90)
+    wait_for("clean mon db and OSDs", lambda: clean(ceph_cluster), timeout=30)
+    assert mon_db(ceph_cluster) == before
+    d.stop()
+    assert d.proc.returncode == 0
+
+
+def data_pool_write_ops(ceph_cluster):
+    stats = ceph_cluster.ceph("osd", "pool", "stats", "default.rgw.buckets.data")
+    return float(stats[0].get("client_io_rate", {}).get("write_op_per_sec", 0))
+
+
+def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluster, s3, bucket_name, daemons,
+                                                                     journal_pool):
+    before = mon_db(ceph_cluster)
+    # A long hold keeps the throttle on after the load ends, so it is still on when killed.
+    d = daemons("crashy", scrub_throttle={"hold_s": 600.0})
+    d.start()
+    with put_load(s3, bucket_name):
+        wait_for("throttled", lambda: throttled_everywhere(ceph_cluster), timeout=90)
+    # The mgr's pool rates lag by a report interval; wait until the load has left them.
+    wait_for("load gone from pool stats", lambda: data_pool_write_ops(ceph_cluster) < 30, timeout=60)
+    d.signal(signal.SIGKILL)
+    d.proc.wait(10)
+    # Nobody restored: the override is still there after the crash.
+    assert ("osd", "osd_scrub_sleep") in mon_db(ceph_cluster)
+    again = daemons("crashy", scrub_throttle={"hold_s": 600.0}).start()  # same instance id, like a systemd restart
+    wait_for("first pass after restart", again.passes, timeout=60)
+    became = next(e for e in again.events() if e.get("event") == "became leader")
+    assert "ceph config rm osd osd_scrub_sleep" in became["restored"]
+    # The first pass ran after the restore: the originals are back within one tick.
+    assert mon_db(ceph_cluster) == before
+    wait_for("OSDs back to the original", lambda: clean(ceph_cluster), timeout=20)
+    assert again.passes()[0]["scrub_state"] == "idle"
+
+
+def test_sigterm_restores_before_exit(ceph_cluster, s3, bucket_name, daemons, journal_pool):
+    before = mon_db(ceph_cluster)
+    d = daemons("term").start()
+    with put_load(s3, bucket_name):
+        wait_for("throttled", lambda: throttled_everywhere(ceph_cluster), timeout=90)
+        t0 = time.monotonic()
+        d.signal(signal.SIGTERM)
+        rc = d.proc.wait(60)
+        stopped_in = time.monotonic() - t0
+        # Still under load, and yet restored: SIGTERM gives back before exit.
+        assert mon_db(ceph_cluster) == before
+    assert rc == 0
+    assert stopped_in < 45  # bounded (shutdown_timeout_s is 30), not a benchmark
+    assert any(e.get("event") == "restored before exit" and e["restored"] for e in d.events())
+
+
+def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, journal_pool):
+    a = daemons("node-a").start()
+    wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
+    b = daemons("node-b").start()
+    with put_load(s3, bucket_name):
+        wait_for("throttled", lambda: throttled_everywhere(ceph_cluster), timeout=90)
+        wait_for("b has run several passes", lambda: len([e for e in b.events() if e.get("event") == "standby"]) >= 3)
+    acted = {d.name for d in (a, b) if any(e.get("event") == "override applied" for e in d.events())}
+    assert acted == {"node-a"}
+    assert not any(e.get("event") in ("became leader", "reconciled") for e in b.events())
+    a.stop()
+    b.stop()
+    wait_for("clean", lambda: clean(ceph_cluster), timeout=30)
+
+
+def test_sigstopped_leader_is_replaced_and_stays_out(ceph_cluster, s3, bucket_name, daemons, journal_pool):
+    a = daemons("stop-a").start()
+    wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
+    b = daemons("stop-b").start()
+    wait_for("b stands by", lambda: any(e.get("event") == "standby" for e in b.events()), timeout=30)
+    with put_load(s3, bucket_name):
+        a.signal(signal.SIGSTOP)
+        wait_for("b takes over", lambda: any(e.get("event") == "became leader" for e in b.events()),
+                 timeout=LEASE_S * 4)
+        wait_for("b throttles", lambda: throttled_everywhere(ceph_cluster), timeout=90)
+        lines_before_resume = len(a.events())
+        a.signal(signal.SIGCONT)
+        wait_for("a runs passes again", lambda: len([e for e in a.events()[lines_before_resume:]
+                                                     if e.get("event") in ("standby", "stopped acting")]) >= 2,
+                 timeout=30)
+    after = a.events()[lines_before_resume:]
+    assert not [e for e in after if e.get("event") in ("override applied", "override restored", "reconciled",
+                                                      "became leader")], after
+    assert any(e.get("event") == "became leader" for e in b.events())
+    b.stop()
+    a.stop()
+    wait_for("clean", lambda: clean(ceph_cluster), timeout=30)
+
+
+def _run_daemon(config: Path, timeout=60):
+    return subprocess.run([sys.executable, "-m", "rgwkeeper", "daemon", "--config", str(config)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_bad_input_is_one_line_and_changes_nothing(ceph_cluster, tmp_path):
+    pool = f"rgwk-never-{uuid.uuid4().hex[:6]}"
+    before = mon_db(ceph_cluster)
+    base = f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 3.0\n' \
+           f'[daemon]\npool = "{pool}"\nstate_dir = "{tmp_path}/state"\nmetrics_address = ""\n'
+    cases = {
+        "bad config": (base + "tick_s = 0.1\n[scrub_throttle]\nsmoothing_s = -1.0\n", 2,
+                       "2 problems:"),
+        "keyring readable by others": (base.replace(str(ceph_cluster.keyring), str(tmp_path / "open.keyring")), 2,
+                                       "must be 0600"),
+        "cluster down": (base.replace(str(ceph_cluster.conf), str(tmp_path / "down.conf")), 1,
+                         "no monitor answered within 3 s"),
+    }
+    (tmp_path / "open.keyring").write_text(ceph_cluster.keyring.read_text())
+    os.chmod(tmp_path / "open.keyring", 0o644)
+    (tmp_path / "down.conf").write_text(
+        "\n".join("mon_host = v2:127.0.0.1:9" if line.startswith("mon_host") else line
+                  for line in ceph_cluster.conf.read_text().splitlines()) + "\n")
+    for name, (text, code, message) in cases.items():
+        cfg = tmp_path / f"{name.replace(' ', '-')}.toml"
+        cfg.write_text(text)
+        proc = _run_daemon(cfg)
+        assert proc.returncode == code, (name, proc.stderr)
+        assert message in proc.stderr, (name, proc.stderr)
+        assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, (name, proc.stderr)
+    assert pool not in (ceph_cluster.ceph("osd", "pool", "ls") or [])
+    assert mon_db(ceph_cluster) == before
