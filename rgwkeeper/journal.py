@@ -40,7 +40,9 @@ class Override:
 
     @classmethod
     def from_json(cls, text: str) -> "Override":
-        return cls(**json.loads(text))
+        # Ignore fields a newer rgwkeeper added, so mixed versions read each other's entries.
+        data = json.loads(text)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def restore_command(self) -> str:
         """The exact ceph command that gives the original back."""

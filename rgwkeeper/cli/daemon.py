@@ -94,10 +94,16 @@ def plan(as_json: bool, **kwargs: Any) -> None:
 @cluster_options
 @click.option("--dry-run", is_flag=True, help="print the commands that would restore, change nothing")
 @click.option("--holder", help="only overrides made by this instance id (default: all)")
+@click.option("--own", is_flag=True, help="only overrides made by this node (daemon.instance_id, or the hostname); "
+                                          "what the systemd unit runs after the daemon stops")
 @click.option("--json", "as_json", is_flag=True)
-def restore(dry_run: bool, holder: str | None, as_json: bool, **kwargs: Any) -> None:
+def restore(dry_run: bool, holder: str | None, own: bool, as_json: bool, **kwargs: Any) -> None:
     """Put back every setting the daemon overrode, exactly as it was, and verify it."""
+    if holder and own:
+        raise click.UsageError("give --holder or --own, not both")
     with _Session(kwargs) as s:
+        if own:
+            holder = s.cfg.daemon.instance_id or socket.gethostname()
         results = asyncio.run(s.executor().restore(holder=holder, dry_run=dry_run))
     if as_json:
         emit_json([{"command": r.command, "ok": r.ok, "detail": r.detail} for r in results])
