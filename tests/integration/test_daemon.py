@@ -21,6 +21,21 @@ THROTTLE = {"osd_scrub_sleep": "0.5", "osd_scrub_load_threshold": "0.05", "osd_m
 POOL = "rgwkeeper-test"
 
 
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port):
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
 def wait_for(what, predicate, timeout=60.0, interval=0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -167,7 +182,8 @@ def deep_scrub_data_pool(ceph_cluster):
 
 def test_throttle_engages_under_put_load_and_gives_back(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     before = mon_db(ceph_cluster)
-    d = daemons("solo").start()
+    port = _free_port()
+    d = daemons("solo", daemon={"metrics_address": f"127.0.0.1:{port}"}).start()
     wait_for("first pass", d.passes)
     with put_load(s3, bucket_name) as counts:
         wait_for("write load seen", lambda: any(p["write_ops"] > 60 for p in d.passes()), timeout=60)
@@ -181,6 +197,9 @@ def test_throttle_engages_under_put_load_and_gives_back(ceph_cluster, s3, bucket
         wait_for("effective on every OSD", lambda: throttled_everywhere(ceph_cluster), timeout=20)
         for name, value in THROTTLE.items():
             assert all(float(v) == float(value) for v in effective(ceph_cluster, name).values()), name
+        metrics = wait_for("metrics show the throttle", lambda: (lambda t: t if "rgwkeeper_scrub_throttled 1.0" in t
+                                                                 else None)(_scrape(port)), timeout=20)
+        assert "rgwkeeper_leader 1.0" in metrics and "rgwkeeper_overrides 3.0" in metrics
     assert sum(counts) > 0
     # Load stopped: after the hold time everything is given back exactly.
     wait_for("give-back", lambda: any(p["scrub_state"] == "release" for p in d.passes()), timeout=90)

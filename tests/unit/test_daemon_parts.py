@@ -1,0 +1,97 @@
+"""sd_notify, the watchdog interval, metrics, and the plan that `rgwkeeper plan` prints."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from datetime import time as dtime
+
+from prometheus_client import generate_latest
+
+from rgwkeeper.config import Config, parse as parse_config
+from rgwkeeper.daemon import sdnotify
+from rgwkeeper.daemon.metrics import Metrics
+from rgwkeeper.journal import Journal, MemoryStore, Override
+from rgwkeeper.reconcile import plan
+from rgwkeeper.snapshot import parse
+from tests.unit.fakes import load_fixture
+
+
+def test_notify_sends_a_datagram(tmp_path, monkeypatch):
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as srv:
+        srv.bind(str(path))
+        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+        assert sdnotify.notify("READY=1")
+        assert srv.recv(64) == b"READY=1"
+
+
+def test_notify_without_systemd_is_a_no_op(monkeypatch):
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert sdnotify.notify("READY=1") is False
+
+
+def test_watchdog_interval_is_half_of_watchdogsec(monkeypatch):
+    monkeypatch.setenv("WATCHDOG_USEC", "120000000")
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    assert sdnotify.watchdog_interval_s() == 60.0
+    monkeypatch.setenv("WATCHDOG_PID", "1")  # meant for another process
+    assert sdnotify.watchdog_interval_s() is None
+
+
+def test_metrics_render_the_snapshot():
+    m = Metrics()
+    m.observe(parse(load_fixture("observation.json")), smoothed_write_ops=42.0)
+    m.leader.set(1)
+    text = generate_latest(m.registry).decode()
+    assert "rgwkeeper_leader 1.0" in text
+    assert 'rgwkeeper_rgw_write_ops{kind="smoothed"} 42.0' in text
+    assert 'rgwkeeper_bluefs_slow_used_bytes{osd="0"}' in text
+
+
+def _snap(write_ops):
+    obs = copy.deepcopy(load_fixture("observation.json"))
+    for p in obs["pool_stats"]:
+        if p["pool_name"] == "default.rgw.buckets.data":
+            p["client_io_rate"] = {"write_op_per_sec": write_ops}
+    return parse(obs)
+
+
+CFG = parse_config({"scrub_throttle": {"high_write_ops": 500.0, "low_write_ops": 200.0, "smoothing_s": 0.0}})
+
+
+def _override(key="config/osd/osd_scrub_sleep"):
+    return Override(key=key, kind="config", who="osd", name="osd_scrub_sleep", original_present=True,
+                    original_value="0.1", applied_value="0.5", holder="admin1", since=1.0, lease_until=99.0)
+
+
+def test_plan_renders_exact_commands():
+    p = plan(_snap(900), CFG, {}, {}, now=100.0, local_time=dtime(12, 0))
+    assert p.commands() == ["ceph config set osd osd_scrub_sleep 0.5", "ceph config set osd osd_scrub_load_threshold 0.05",
+                            "ceph config set osd osd_max_scrubs 1"]
+    assert p.to_dict()["scrub_throttle"]["state"] == "engage"
+
+
+def test_pause_gives_everything_back_and_plans_nothing_else():
+    control = {"paused": {"by": "bob@admin1", "reason": "incident"}}
+    p = plan(_snap(900), CFG, {"config/osd/osd_scrub_sleep": _override()}, control, now=1.0, local_time=dtime(1, 0))
+    assert p.commands() == ["ceph config set osd osd_scrub_sleep 0.1"]
+    assert not p.gate.open and "bob@admin1" in str(p.gate)
+
+
+def test_closed_gate_blocks_new_changes_but_not_restores():
+    cfg = parse_config({"scrub_throttle": {"high_write_ops": 500.0, "low_write_ops": 200.0, "smoothing_s": 0.0},
+                        "gates": {"maintenance_window": "01:00-02:00"}})
+    assert plan(_snap(900), cfg, {}, {}, now=1.0, local_time=dtime(12, 0)).actions == ()
+    mem = {"scrub_throttle": {"throttled_since": 0.0, "below_low_since": 0.0, "ema_write_ops": 0.0,
+                              "last_sample_at": 0.0}}
+    p = plan(_snap(0), cfg, {"config/osd/osd_scrub_sleep": _override()}, mem, now=10_000.0, local_time=dtime(12, 0))
+    assert p.commands() == ["ceph config set osd osd_scrub_sleep 0.1"]
+
+
+def test_journal_reads_entries_with_fields_it_does_not_know():
+    store = MemoryStore()
+    j = Journal(store)
+    store.omap_set("rgwkeeper.journal", {"k": _override().to_json()[:-1] + ', "added_later": 1}'})
+    assert j.overrides()["k"].applied_value == "0.5"
+    assert Config().daemon.pool == "rgwkeeper"
