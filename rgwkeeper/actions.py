@@ -98,3 +98,52 @@ class RestoreAll:
 
 Override = Union[SetConfig, SetFlag]
 Action = Union[SetConfig, RemoveConfig, SetFlag, UnsetFlag, RestoreAll]
+
+
+@dataclass(frozen=True)
+class CreateBucket:
+    """S3 CreateBucket as the RGW admin user."""
+
+    bucket: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"bucket/{self.bucket}/create"
+
+    def command(self) -> str:
+        return f"s3 CreateBucket {shlex.quote(self.bucket)}"
+
+
+@dataclass(frozen=True)
+class ReshardBucket:
+    """``radosgw-admin bucket reshard --bucket B --num-shards N``."""
+
+    bucket: str
+    num_shards: int
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"bucket/{self.bucket}/reshard"
+
+    def args(self) -> list[str]:
+        return ["bucket", "reshard", "--bucket", self.bucket, "--num-shards", str(self.num_shards)]
+
+    def command(self) -> str:
+        return shlex.join(["radosgw-admin", *self.args()])
+
+
+@dataclass(frozen=True)
+class CompactOsd:
+    """``ceph tell osd.N compact``: RocksDB compaction, which can move spilled data back."""
+
+    osd_id: int
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"osd/{self.osd_id}/compact"
+
+    def command(self) -> str:
+        return f"ceph tell osd.{self.osd_id} compact"

@@ -146,6 +146,26 @@ class ScrubThrottleSection:
 
 
 @dataclass(frozen=True)
+class PreshardSection:
+    """Bucket index sharding ahead of RGW's dynamic resharding."""
+
+    target_ratio: float = opt(0.5, "Pre-shard to this fraction of rgw_max_objs_per_shard per shard, so the "
+                              "bucket has room to grow past its expected size.", min=0.01, max=1.0)
+    reshard_at_ratio: float = opt(0.75, "The daemon reshards a bucket whose objects per shard reach this "
+                                  "fraction of rgw_max_objs_per_shard (RGW itself reshards at 1.0).",
+                                  min=0.1, max=0.99)
+    growth_factor: float = opt(2.0, "When the daemon reshards a bucket, size it for its object count times "
+                               "this.", min=1.0, max=100.0)
+    max_write_ops: float = opt(5000.0, "The daemon reshards only while the smoothed client write op/s on the "
+                               "RGW data pools is below this (a reshard blocks writes to that bucket).", min=0.0)
+    daemon_reshards: bool = opt(True, "Let the daemon reshard buckets nearing the threshold and run "
+                                "the ingest plans.")
+    plans: list[dict] = opt(
+        [], "Ingest plans: tables with bucket, expected_objects and optional not_before (ISO 8601 local "
+        "time); the daemon pre-shards each bucket (creating it if needed) once not_before has passed.")
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     rgw: RgwSection = field(default_factory=RgwSection)
@@ -153,6 +173,7 @@ class Config:
     daemon: DaemonSection = field(default_factory=DaemonSection)
     gates: GatesSection = field(default_factory=GatesSection)
     scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
+    preshard: PreshardSection = field(default_factory=PreshardSection)
 
     def cluster_defaults(self) -> ClusterDefaults:
         return ClusterDefaults(
@@ -164,7 +185,7 @@ class Config:
 
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
-    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection,
+    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection,
 }
 
 
@@ -217,6 +238,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     g = sections.get("gates")
     if g is not None and g.maintenance_window is not None and not _WINDOW_RE.match(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
+    ps = sections.get("preshard")
+    for i, p in enumerate(ps.plans if ps is not None else []):
+        out.extend(f"preshard.plans[{i}]: {e}" for e in _plan_errors(p))
     d = sections.get("daemon")
     if d is not None and d.lease_s < 2 * d.tick_s:
         out.append(f"daemon.lease_s ({d.lease_s}) must be at least twice daemon.tick_s ({d.tick_s}) so the "
@@ -241,6 +265,31 @@ def _parse_section(cls: type, name: str, values: dict[str, Any], source: str, pr
         else:
             kwargs[key] = float(value) if hints[key] in (float, float | None) and isinstance(value, int) else value
     return cls(**kwargs)
+
+
+def _plan_errors(p: dict[str, Any]) -> list[str]:
+    from datetime import datetime
+
+    from rgwkeeper.errors import InvalidName
+    from rgwkeeper.names import validate_bucket
+
+    errors = []
+    unknown = set(p) - {"bucket", "expected_objects", "not_before"}
+    if unknown:
+        errors.append(f"unknown key(s) {', '.join(sorted(unknown))} (known: bucket, expected_objects, not_before)")
+    try:
+        validate_bucket(p.get("bucket", ""))
+    except InvalidName as exc:
+        errors.append(str(exc))
+    n = p.get("expected_objects")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 10**12:
+        errors.append(f"expected_objects must be a whole number from 1 to 10^12, got {n!r}")
+    if "not_before" in p:
+        try:
+            datetime.fromisoformat(str(p["not_before"]))
+        except ValueError:
+            errors.append(f"not_before must be an ISO 8601 time like 2026-12-01T02:00, got {p['not_before']!r}")
+    return errors
 
 
 def _type_ok(tp: Any, value: Any) -> bool:

@@ -10,6 +10,7 @@ from rgwkeeper import __version__
 from rgwkeeper import logs
 from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.daemon import daemon, pause, plan, restore, resume
+from rgwkeeper.cli.preshard import preshard
 from rgwkeeper.cli.status import status
 
 
@@ -32,6 +33,7 @@ cli.add_command(plan)
 cli.add_command(restore)
 cli.add_command(pause)
 cli.add_command(resume)
+cli.add_command(preshard)
 
 
 def main(argv: list[str] | None = None) -> None:

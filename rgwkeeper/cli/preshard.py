@@ -1,0 +1,74 @@
+"""``rgwkeeper preshard BUCKET --expected-objects N``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+
+from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.s3 import S3Adapter, make_client
+from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.errors import UsageError
+from rgwkeeper.names import validate_bucket
+from rgwkeeper import sharding
+from rgwkeeper.policy.shards import plan_shards
+
+#: More objects than any bucket could hold at RGW's shard ceiling: surely a typo.
+ABSURD_OBJECTS = 10**12
+
+
+def _expected(value: int) -> int:
+    if value <= 0:
+        raise UsageError(f"--expected-objects must be a positive number of objects, got {value}")
+    if value > ABSURD_OBJECTS:
+        raise UsageError(f"--expected-objects {value:,} is more than {ABSURD_OBJECTS:,}; check the number")
+    return value
+
+
+@click.command()
+@cluster_options
+@click.argument("bucket")
+@click.option("--expected-objects", "-N", type=int, required=True, help="objects the bucket will hold")
+@click.option("--objects-per-shard", type=click.IntRange(1), default=None,
+              help="target objects per shard [default: preshard.target_ratio of rgw_max_objs_per_shard]")
+@click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
+@click.option("--json", "as_json", is_flag=True)
+def preshard(bucket: str, expected_objects: int, objects_per_shard: int | None, dry_run: bool, as_json: bool,
+             **kwargs: Any) -> None:
+    """Create or reshard BUCKET to a prime shard count before a big ingest."""
+    validate_bucket(bucket)
+    _expected(expected_objects)
+    cfg, access = load_access(kwargs)
+    rgw = RadosgwAdmin(access)
+    rados = RadosAdapter(access)
+    rados.connect()
+    try:
+        limits = asyncio.run(sharding.read_limits(rados, rgw, cfg.rgw.max_objs_per_shard))
+        target = objects_per_shard or max(1, int(limits.max_objs_per_shard * cfg.preshard.target_ratio))
+        state = asyncio.run(sharding.read_bucket_state(rgw, bucket))
+        plan = plan_shards(bucket, expected_objects, state, target_objects_per_shard=target,
+                           max_shards=limits.max_dynamic_shards, multisite=limits.multisite)
+        applied = None
+        if not dry_run and plan.actions:
+            s3 = None
+            if not state.exists:
+                s3 = S3Adapter(make_client(access.require_rgw_endpoint(), access.rgw_credentials(),
+                                           timeout_s=access.timeout_s))
+            applied = asyncio.run(sharding.apply(plan, rgw, s3))
+    finally:
+        rados.close()
+    if as_json:
+        emit_json(sharding.plan_to_dict(plan, applied))
+    else:
+        click.echo(f"{bucket}: {plan.reason}")
+        if plan.capped_by:
+            click.echo(f"  note: {plan.capped_by}")
+        for c in plan.commands():
+            click.echo(f"  {'would run' if dry_run else 'run'}: {c}")
+        for a in applied or []:
+            click.echo(f"  {'ok  ' if a.ok else 'FAIL'} {a.command} ({a.detail})")
+    if applied and not all(a.ok for a in applied):
+        raise SystemExit(1)
