@@ -166,6 +166,41 @@ class PreshardSection:
 
 
 @dataclass(frozen=True)
+class PurgeSection:
+    """Bulk delete and expiry (``rgwkeeper purge`` and ``expire``)."""
+
+    protected_buckets: list[str] = opt(
+        [], "Glob patterns (fnmatch, case-sensitive) of bucket names that purge and expire refuse to touch.")
+    state_dir: str = opt("/var/lib/rgwkeeper/purge", "Local directory of purge checkpoints (one JSON file per "
+                         "purge, keyed by bucket name, bucket id and options); an interrupted purge resumes from it.")
+    s3_batches_in_flight: int = opt(8, "S3 DeleteObjects requests (1000 keys each) in flight at once.", min=1, max=64)
+    rados_ops_in_flight: int = opt(256, "librados stat/remove operations in flight at once for the direct "
+                                   "method.", min=1, max=4096)
+    admin_max_concurrent_ios: int | None = opt(
+        None, "--max-concurrent-ios for radosgw-admin bucket rm. Unset: radosgw-admin's default (32).",
+        min=1, max=4096)
+    long_command_timeout: float = opt(
+        21600.0, "Seconds radosgw-admin bucket rm, lc process and gc process may run before they are killed.",
+        min=60.0, max=604800.0)
+    pace_write_latency_ms: float = opt(
+        0.0, "Target client write latency, milliseconds, measured by a 4 KiB probe write to the data pool "
+        "every pace_probe_interval: above it the purge halves its concurrency, below 80% of it it speeds up "
+        "again. 0: no pacing.", min=0.0, max=60000.0)
+    pace_probe_interval: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
+    verify_scan_max_objects: int = opt(
+        1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
+        "objects left behind; pools with more objects than this are not scanned and the check says so.",
+        min=0, max=1_000_000_000)
+    rgw_retry: float = opt(120.0, "Seconds a purge keeps retrying while RGW or the cluster does not answer "
+                           "(an RGW restart) before it stops; the checkpoint lets a rerun finish it.",
+                           min=0.0, max=3600.0)
+    lifecycle_rules: list[dict] = opt(
+        [], "Expiration rules `rgwkeeper expire` installs, each a table: bucket (name or glob), prefix, days, "
+        "tags (table), noncurrent_days, expired_delete_markers, abort_multipart_days, larger_than and "
+        "smaller_than (bytes; Reef and later).")
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     rgw: RgwSection = field(default_factory=RgwSection)
@@ -174,6 +209,7 @@ class Config:
     gates: GatesSection = field(default_factory=GatesSection)
     scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
     preshard: PreshardSection = field(default_factory=PreshardSection)
+    purge: PurgeSection = field(default_factory=PurgeSection)
 
     def cluster_defaults(self) -> ClusterDefaults:
         return ClusterDefaults(
@@ -185,7 +221,7 @@ class Config:
 
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
-    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection,
+    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection, "purge": PurgeSection,
 }
 
 
@@ -247,6 +283,12 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
                    "leader renews it in time")
     if d is not None and d.metrics_address and not re.match(r"^[^:\s]+:\d{1,5}$", d.metrics_address):
         out.append(f"daemon.metrics_address must be host:port, got {d.metrics_address!r}")
+    pg = sections.get("purge")
+    if pg is not None and pg.lifecycle_rules:
+        from rgwkeeper.purge.lifecycle import rule_problems
+
+        for i, rule in enumerate(pg.lifecycle_rules):
+            out.extend(f"purge.lifecycle_rules[{i}]: {p}" for p in rule_problems(rule)[1])
     return out
 
 

@@ -74,3 +74,20 @@ class AdminApi:
 
     async def user_info(self, uid: str) -> dict[str, Any]:
         return await self.arequest("get", "user", {"uid": uid})
+
+    # -- changes ---------------------------------------------------------------------------------
+    @staticmethod
+    def bucket_quota_params(uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
+                            enabled: bool) -> dict[str, str]:
+        """Parameters of ``PUT /admin/bucket?quota`` (RGW reads them from the query string when
+        the request has no body); also what a dry run prints."""
+        from rgwkeeper.adapters.radosgw_admin import validate_uid
+
+        return {"quota": "", "uid": validate_uid(uid), "bucket": validate_bucket(bucket),
+                "max-objects": str(int(max_objects)), "max-size-kb": str(int(max_size_kb)),
+                "enabled": "true" if enabled else "false"}
+
+    async def set_bucket_quota(self, uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
+                               enabled: bool) -> None:
+        await self.arequest("put", "bucket", self.bucket_quota_params(
+            uid, bucket, max_objects=max_objects, max_size_kb=max_size_kb, enabled=enabled))

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import errno
 import json
+import threading
 from typing import Any, Callable, Protocol
 
 from rgwkeeper.access import ClusterAccess
@@ -268,3 +269,174 @@ class _NotFoundError(CephError):
 
 class LockBusy(CephError):
     """An advisory lock is held by another client."""
+
+
+def _rados_errors() -> tuple[type[BaseException], type[BaseException]]:
+    """(rados.Error, rados.ObjectNotFound), or placeholders when librados is not installed
+    (unit tests with a fake cluster)."""
+    try:
+        import rados as rados_mod
+    except ImportError:  # pragma: no cover - python3-rados is a Debian package
+        class _Never(Exception):
+            pass
+        return _Never, _Never
+    return rados_mod.Error, rados_mod.ObjectNotFound
+
+
+class BulkObjects:
+    """Many small operations on the objects of one pool, a bounded number in flight (librados aio).
+
+    Purge uses it to stat and remove RGW head objects directly. Objects are ``(oid, locator)``
+    pairs: RGW gives the head of a key that starts with ``_`` a locator (``rados ls`` shows
+    ``<marker>___k``, locator ``<marker>__k`` on 16.2.15). The locator is per-ioctx state in librados, so
+    those go through a second ioctx under a lock. Every aio op is bounded by
+    ``rados_osd_op_timeout`` (set from the access timeout), and every batch as a whole.
+    """
+
+    def __init__(self, rados: RadosAdapter, pool: str) -> None:
+        self.rados = rados
+        self.pool = pool
+        self._io: Any = None
+        self._loc_io: Any = None
+        self._loc_lock = threading.Lock()
+
+    def _ioctx(self, located: bool) -> Any:
+        if self.rados._cluster is None:
+            raise CephError(self.pool, "not connected")
+        if located:
+            if self._loc_io is None:
+                self._loc_io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+            return self._loc_io
+        if self._io is None:
+            self._io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+        return self._io
+
+    async def _call(self, what: str, fn: Callable[[], Any], timeout: float) -> Any:
+        rados_error, not_found = _rados_errors()
+
+        def guarded() -> Any:
+            try:
+                return fn()
+            except not_found as exc:
+                raise _NotFoundError(f"{self.pool}/{what}", str(exc)[:200], ret=-errno.ENOENT) from None
+            except rados_error as exc:
+                raise CephError(f"{self.pool}/{what}", str(exc)[:200]) from None
+
+        fut = self.rados._pool.submit(guarded)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+        except asyncio.TimeoutError:
+            raise CephTimeout(f"{self.pool}/{what}", f"no answer within {timeout:.0f} s") from None
+
+    def _batch_timeout(self, n: int, window: int) -> float:
+        t = self.rados.access.timeout_s
+        return t * (2 + n / max(1, window))
+
+    def _windowed(self, objs: list[tuple[str, str]], window: int, submit: Callable[..., None]) -> list[tuple[int, Any]]:
+        results: list[tuple[int, Any]] = [(0, None)] * len(objs)
+        slots = threading.Semaphore(window)
+        wait_s = self.rados.access.timeout_s + 5
+
+        def done(i: int) -> Callable[..., None]:
+            def cb(completion: Any, *rest: Any) -> None:
+                results[i] = (completion.get_return_value(), rest[0] if rest else None)
+                slots.release()
+            return cb
+
+        def take() -> None:
+            if not slots.acquire(timeout=wait_s):
+                raise CephTimeout(f"{self.pool} aio", f"no completion within {wait_s:.0f} s")
+
+        for i, (oid, locator) in enumerate(objs):
+            take()
+            if locator:
+                with self._loc_lock:
+                    io = self._ioctx(True)
+                    io.set_locator_key(locator)
+                    try:
+                        submit(io, oid, done(i))
+                    finally:
+                        io.set_locator_key("")
+            else:
+                submit(self._ioctx(False), oid, done(i))
+        for _ in range(window):
+            take()
+        return results
+
+    async def stat_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int | None]:
+        """Size of each object, None where it does not exist; other errors raise."""
+        def run() -> list[int | None]:
+            res = self._windowed(objs, window, lambda io, oid, cb: io.aio_stat(oid, cb))
+            out: list[int | None] = []
+            for (ret, size), (oid, _) in zip(res, objs):
+                if ret == -errno.ENOENT:
+                    out.append(None)
+                elif ret < 0:
+                    raise CephError(f"{self.pool}/{oid} stat", errno.errorcode.get(-ret, str(ret)), ret=ret)
+                else:
+                    out.append(int(size))
+            return out
+
+        return await self._call(f"stat {len(objs)} objects", run, self._batch_timeout(len(objs), window))
+
+    async def remove_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:
+        """Remove each object; returns each return code (0, or -ENOENT if it was already gone)."""
+        def run() -> list[int]:
+            res = self._windowed(objs, window, lambda io, oid, cb: io.aio_remove(oid, oncomplete=cb))
+            return [ret for ret, _ in res]
+
+        return await self._call(f"remove {len(objs)} objects", run, self._batch_timeout(len(objs), window))
+
+    async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
+        """Objects whose name starts with ``prefix``, by a scan of the whole pool (librados has no
+        prefix listing). Stops after ``max_scanned`` objects: returns (found, complete)."""
+        def run() -> tuple[list[tuple[str, str]], bool]:
+            found: list[tuple[str, str]] = []
+            for n, obj in enumerate(self._ioctx(False).list_objects()):
+                if n >= max_scanned:
+                    return found, False
+                if obj.key.startswith(prefix):
+                    found.append((obj.key, obj.locator_key or ""))
+            return found, True
+
+        return await self._call(f"list {prefix}*", run, self.rados.access.timeout_s * (2 + max_scanned / 2000))
+
+    async def get_xattr(self, oid: str, name: str, *, locator: str = "") -> bytes | None:
+        """One xattr of an object; None if the object or the xattr does not exist."""
+        def run() -> bytes | None:
+            try:
+                import rados as rados_mod
+                no_data: tuple[type[BaseException], ...] = (rados_mod.NoData,)
+            except (ImportError, AttributeError):  # pragma: no cover
+                no_data = ()
+            with self._loc_lock:
+                io = self._ioctx(True)
+                io.set_locator_key(locator)
+                try:
+                    return io.get_xattr(oid, name)
+                except no_data:
+                    return None
+                finally:
+                    io.set_locator_key("")
+
+        try:
+            return await self._call(f"{oid} getxattr {name}", run, self.rados.access.timeout_s + 2)
+        except _NotFoundError:
+            return None
+
+    async def write_full(self, oid: str, data: bytes) -> None:
+        await self._call(f"{oid} write", lambda: self._ioctx(False).write_full(oid, data),
+                         self.rados.access.timeout_s + 2)
+
+    async def remove(self, oid: str) -> None:
+        try:
+            await self._call(f"{oid} remove", lambda: self._ioctx(False).remove_object(oid),
+                             self.rados.access.timeout_s + 2)
+        except _NotFoundError:
+            pass
+
+    def close(self) -> None:
+        for io in (self._io, self._loc_io):
+            if io is not None:
+                self.rados._pool.submit(io.close)
+        self._io = self._loc_io = None

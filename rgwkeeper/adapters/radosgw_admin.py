@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.errors import CephError, CephTimeout, CommandFailed, NotFound
+from rgwkeeper.errors import CephError, CephTimeout, CommandFailed, InvalidName, NotFound
 from rgwkeeper.names import validate_bucket
 
 
@@ -122,3 +123,106 @@ class RadosgwAdmin:
 
     async def bucket_limit_check(self) -> list[dict[str, Any]]:
         return await self.json("bucket", "limit", "check") or []
+
+    # -- reads used by purge ----------------------------------------------------------------
+    async def metadata_get(self, key: str) -> dict[str, Any]:
+        """``metadata get bucket:B`` or ``bucket.instance:B:ID``; NotFound if absent (exit 2)."""
+        return await self.json("metadata", "get", validate_metadata_key(key))
+
+    async def gc_list(self, *, include_all: bool = True) -> list[dict[str, Any]]:
+        """GC entries: ``[{"tag", "time", "objs": [{"pool", "oid", "key", "instance"}]}]``."""
+        args = ("gc", "list") + (("--include-all",) if include_all else ())
+        return await self.json(*args) or []
+
+    async def zone_placement(self) -> dict[str, dict[str, Any]]:
+        """Placement id -> {index_pool, data_extra_pool, data_pool (STANDARD)} of this zone.
+
+        ``zone get`` also prints the zone's ``system_key`` (a secret in multisite setups):
+        only the placement pools are kept, and nothing of the raw output is logged.
+        """
+        zone = await self.json("zone", "get")
+        out: dict[str, dict[str, Any]] = {}
+        for p in (zone or {}).get("placement_pools", []):
+            val = p.get("val", {})
+            classes = val.get("storage_classes", {})
+            out[p["key"]] = {
+                "index_pool": val.get("index_pool", ""),
+                "data_extra_pool": val.get("data_extra_pool", ""),
+                "data_pool": classes.get("STANDARD", {}).get("data_pool", ""),
+                "storage_classes": sorted(classes),
+            }
+        return out
+
+    async def zonegroup_zones(self) -> list[str]:
+        """Names of the zones in this zonegroup (more than one means multisite replication)."""
+        zg = await self.json("zonegroup", "get")
+        return [z.get("name", "") for z in (zg or {}).get("zones", [])]
+
+    async def user_stats(self, uid: str, *, sync: bool = False) -> dict[str, Any]:
+        args = ("user", "stats", "--uid", validate_uid(uid)) + (("--sync-stats",) if sync else ())
+        return await self.json(*args)
+
+    async def user_buckets(self, uid: str) -> list[str]:
+        """Names of the buckets linked to a user (``bucket list --uid``)."""
+        return await self.json("bucket", "list", "--uid", validate_uid(uid)) or []
+
+
+# -- argv builders for changes -------------------------------------------------------------
+# Pure functions, so a plan can show the exact command before anything runs (dry run) and
+# the executor runs the same tuple with RadosgwAdmin.run(*args).
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,254}$")
+_UID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,254}$")
+
+
+def validate_bucket_id(bucket_id: str) -> str:
+    if not isinstance(bucket_id, str) or not _ID_RE.match(bucket_id):
+        raise InvalidName(f"bucket id {bucket_id[:80]!r} is not a bucket instance id like <zone id>.<n>.<n>")
+    return bucket_id
+
+
+def validate_uid(uid: str) -> str:
+    if not isinstance(uid, str) or not _UID_RE.match(uid):
+        raise InvalidName(f"user id {uid[:80]!r} is not a plain RGW uid (tenants are not supported)")
+    return uid
+
+
+def validate_metadata_key(key: str) -> str:
+    section, _, rest = key.partition(":")
+    if section == "bucket":
+        validate_bucket(rest)
+    elif section == "bucket.instance":
+        name, _, bucket_id = rest.partition(":")
+        validate_bucket(name)
+        validate_bucket_id(bucket_id)
+    else:
+        raise InvalidName(f"metadata key {key[:80]!r} is not bucket:NAME or bucket.instance:NAME:ID")
+    return key
+
+
+def bucket_rm_args(bucket: str, *, purge_objects: bool = True, bypass_gc: bool = False,
+                   max_concurrent_ios: int | None = None) -> tuple[str, ...]:
+    args: tuple[str, ...] = ("bucket", "rm", "--bucket", validate_bucket(bucket))
+    if purge_objects:
+        args += ("--purge-objects",)
+    if bypass_gc:
+        args += ("--bypass-gc",)
+    if max_concurrent_ios is not None:
+        args += (f"--max-concurrent-ios={int(max_concurrent_ios)}",)
+    return args
+
+
+def gc_process_args(*, include_all: bool = True) -> tuple[str, ...]:
+    return ("gc", "process") + (("--include-all",) if include_all else ())
+
+
+def lc_process_args(bucket: str) -> tuple[str, ...]:
+    return ("lc", "process", "--bucket", validate_bucket(bucket))
+
+
+def metadata_rm_args(key: str) -> tuple[str, ...]:
+    return ("metadata", "rm", validate_metadata_key(key))
+
+
+def user_stats_sync_args(uid: str) -> tuple[str, ...]:
+    return ("user", "stats", "--uid", validate_uid(uid), "--sync-stats")

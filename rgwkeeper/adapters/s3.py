@@ -99,3 +99,100 @@ class S3Adapter:
 
     async def acreate_bucket(self, bucket: str) -> None:
         await asyncio.to_thread(self.create_bucket, bucket)
+
+    # -- bulk delete (purge) -----------------------------------------------------------------
+    def iter_pages(self, bucket: str, prefix: str | None = None, *, start_after: str | None = None,
+                   page_size: int = 1000) -> Iterator[list[dict[str, Any]]]:
+        """ListObjectsV2 page by page (Key, Size, ETag, LastModified), after ``start_after``."""
+        validate_bucket(bucket)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxKeys": page_size}
+        if prefix is not None:
+            kwargs["Prefix"] = validate_prefix(prefix)
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        while True:
+            page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, **kwargs)
+            yield page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs.pop("StartAfter", None)
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def iter_version_pages(self, bucket: str, prefix: str | None = None, *, key_marker: str | None = None,
+                           version_marker: str | None = None,
+                           page_size: int = 1000) -> Iterator[tuple[list[dict[str, Any]], tuple[str, str] | None]]:
+        """ListObjectVersions page by page: versions and delete markers (``DeleteMarker`` True),
+        each with Key, VersionId, LastModified, IsLatest (and Size, ETag for versions), with the
+        (KeyMarker, VersionIdMarker) that lists what follows the page (None after the last)."""
+        validate_bucket(bucket)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxKeys": page_size}
+        if prefix is not None:
+            kwargs["Prefix"] = validate_prefix(prefix)
+        if key_marker:
+            kwargs["KeyMarker"] = key_marker
+            if version_marker:
+                kwargs["VersionIdMarker"] = version_marker
+        while True:
+            page = self._call(f"ListObjectVersions {bucket}", self.client.list_object_versions, **kwargs)
+            entries = [{**v, "DeleteMarker": False} for v in page.get("Versions", [])]
+            entries += [{**m, "DeleteMarker": True} for m in page.get("DeleteMarkers", [])]
+            if not page.get("IsTruncated"):
+                yield entries, None
+                return
+            after = (page["NextKeyMarker"], page.get("NextVersionIdMarker", ""))
+            yield entries, after
+            kwargs["KeyMarker"], kwargs["VersionIdMarker"] = after
+
+    def delete_batch(self, bucket: str, objects: list[dict[str, str]]) -> list[dict[str, Any]]:
+        """One DeleteObjects request (at most 1000 keys, optionally with VersionId); returns the
+        per-key errors RGW reported (a key that does not exist is not an error)."""
+        validate_bucket(bucket)
+        if not 0 < len(objects) <= 1000:
+            raise ValueError(f"DeleteObjects takes 1 to 1000 keys, got {len(objects)}")
+        out = self._call(f"DeleteObjects {bucket} ({len(objects)} keys)", self.client.delete_objects,
+                         Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+        return out.get("Errors", [])
+
+    def iter_uploads(self, bucket: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        """Incomplete multipart uploads (Key, UploadId, Initiated)."""
+        validate_bucket(bucket)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxUploads": 1000}
+        if prefix is not None:
+            kwargs["Prefix"] = validate_prefix(prefix)
+        while True:
+            page = self._call(f"ListMultipartUploads {bucket}", self.client.list_multipart_uploads, **kwargs)
+            yield from page.get("Uploads", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = page["NextKeyMarker"]
+            kwargs["UploadIdMarker"] = page["NextUploadIdMarker"]
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        validate_bucket(bucket)
+        try:
+            self._call(f"AbortMultipartUpload {bucket}", self.client.abort_multipart_upload,
+                       Bucket=bucket, Key=key, UploadId=upload_id)
+        except CephError as exc:
+            if exc.detail != "NoSuchUpload":  # already aborted or completed: nothing to do
+                raise
+
+    def delete_bucket(self, bucket: str) -> None:
+        validate_bucket(bucket)
+        self._call(f"DeleteBucket {bucket}", self.client.delete_bucket, Bucket=bucket)
+
+    def delete_lifecycle(self, bucket: str) -> None:
+        validate_bucket(bucket)
+        self._call(f"DeleteBucketLifecycle {bucket}", self.client.delete_bucket_lifecycle, Bucket=bucket)
+
+    def versioning(self, bucket: str) -> str:
+        """"Enabled", "Suspended", or "" if versioning was never turned on."""
+        validate_bucket(bucket)
+        out = self._call(f"GetBucketVersioning {bucket}", self.client.get_bucket_versioning, Bucket=bucket)
+        return out.get("Status", "")
+
+    def head_object(self, bucket: str, key: str) -> dict[str, Any] | None:
+        validate_bucket(bucket)
+        try:
+            return self._call(f"HeadObject {bucket}", self.client.head_object, Bucket=bucket, Key=key)
+        except NotFound:
+            return None

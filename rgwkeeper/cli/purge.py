@@ -1,0 +1,267 @@
+"""``rgwkeeper purge`` and ``rgwkeeper expire``: bulk delete and lifecycle expiration."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from rgwkeeper import purge as purge_api
+from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.cli.render import human_bytes
+from rgwkeeper.errors import UsageError
+from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
+from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
+from rgwkeeper.purge.plan import METHODS, PurgeRequest, check_protected, parse_duration, parse_size
+
+
+def _confirm(lines: list[str], bucket: str, yes: bool) -> None:
+    """Ask on the terminal; with no terminal and no --yes, refuse (never wait for input)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError("not confirmed: no terminal to ask on; pass --yes to purge without asking "
+                         "(nothing was changed)")
+    for line in lines:
+        click.echo(line, err=True)
+    answer = click.prompt(f"Type the bucket name ({bucket}) to go on", err=True, default="", show_default=False)
+    if answer.strip() != bucket:
+        raise UsageError("not confirmed; nothing was changed")
+
+
+class _Bar:
+    """rich progress on stderr: objects (of the bucket's count), objects/s, bytes freed, ETA."""
+
+    def __init__(self, enabled: bool) -> None:
+        console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[freed]}"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=console, disable=not (enabled and console.is_terminal), transient=False)
+        self.task = self.progress.add_task("purge", total=None, rate="", freed="")
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> "_Bar":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, p: purge_api.Progress) -> None:
+        elapsed = max(time.monotonic() - self.t0, 1e-6)
+        self.progress.update(self.task, description=p.step, completed=p.objects_done,
+                             total=max(p.objects_total, p.objects_done) or None,
+                             rate=f"{p.objects_done / elapsed:,.0f} obj/s",
+                             freed=f"{human_bytes(p.bytes_done)} freed")
+
+
+def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return asyncio.run(fn(*args, **kwargs))
+
+
+@click.command()
+@cluster_options
+@click.argument("bucket")
+@click.option("--prefix", help="only keys that start with this")
+@click.option("--older-than", help="only objects last modified longer ago than this: 30s, 15m, 12h, 7d")
+@click.option("--larger-than", help="only objects larger than this many bytes (64K, 4M, 1G)")
+@click.option("--smaller-than", help="only objects smaller than this many bytes")
+@click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
+              help="how to delete (docs/purge.md); auto explains its choice in the plan")
+@click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
+@click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
+@click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
+def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: str | None,
+          smaller_than: str | None, method: str, dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
+    """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
+
+    Resumable: run the same command again after an interruption and it continues from its
+    checkpoint (purge.state_dir).
+    """
+    # Validate everything the operator typed before anything is sent anywhere.
+    request = PurgeRequest(
+        bucket=bucket, prefix=prefix, method=method,
+        older_than_s=parse_duration(older_than) if older_than else None,
+        larger_than=parse_size(larger_than) if larger_than else None,
+        smaller_than=parse_size(smaller_than) if smaller_than else None)
+    cfg, access = load_access(kwargs)
+    check_protected(bucket, cfg.purge.protected_buckets)
+    io = purge_api.open_io(access, cfg.purge)
+    try:
+        store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
+        prepared = _run_async(purge_api.prepare, request, io, purge_cfg=cfg.purge, store=store)
+        plan = prepared.plan
+        for note in prepared.ignored:
+            click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
+        if dry_run:
+            if as_json:
+                emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
+                           "commands": plan.commands(io.rgw.argv)})
+            else:
+                if prepared.resuming:
+                    click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
+                click.echo("\n".join(plan.show(io.rgw.argv)))
+                click.echo("dry run: nothing was changed")
+            return
+        p = plan.profile
+        _confirm([f"About to purge {p.bucket} ({request.describe()}) with method {plan.method}:",
+                  f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
+                  f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
+                 + ([f"  resuming an interrupted purge at step {prepared.state.step + 1}"]  # type: ignore[union-attr]
+                    if prepared.resuming else []), p.bucket, yes)
+        with _Bar(enabled=True) as bar:
+            report = _run_async(purge_api.run, prepared, io, purge_cfg=cfg.purge, on_progress=bar.update)
+    finally:
+        purge_api.close_io(io)
+    _report(report, as_json)
+    if not report.ok:
+        failed = [c for c in report.checks if c.status == "failed"]
+        raise PurgeFailed(f"purge {bucket}", "the end state is not clean: " +
+                          "; ".join(f"{c.name}: {c.detail}" for c in failed))
+
+
+def _report(report: PurgeReport, as_json: bool) -> None:
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    c = report.counters
+    deleted = c.get("objects_deleted", 0)
+    rate = deleted / report.space_free_s if report.space_free_s else 0
+    click.echo(f"purged {report.bucket} ({report.method}): {deleted:,} objects, "
+               f"{human_bytes(c.get('bytes_deleted', 0))}; space free after {report.space_free_s:.1f} s "
+               f"({rate:,.0f} objects/s), verified after {report.elapsed_s:.1f} s"
+               + (f"; resumed {report.resumed}x" if report.resumed else ""))
+    detail = {k: v for k, v in c.items() if k not in ("objects_deleted", "bytes_deleted") and v}
+    if detail:
+        click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(detail.items())))
+    for check in report.checks:
+        click.echo(f"  [{check.status}] {check.name}: {check.detail}")
+
+
+@click.command()
+@cluster_options
+@click.argument("bucket", required=False)
+@click.option("--prefix", help="rule applies to keys that start with this")
+@click.option("--days", type=click.IntRange(1), help="expire current objects this many days after their last change")
+@click.option("--noncurrent-days", type=click.IntRange(1), help="expire noncurrent versions after this many days")
+@click.option("--expired-delete-markers", is_flag=True, help="remove delete markers that hide no version any more")
+@click.option("--abort-multipart-days", type=click.IntRange(1), help="abort uploads this many days after they started")
+@click.option("--tag", "tags", multiple=True, help="KEY=VALUE; only objects with this tag (repeatable)")
+@click.option("--larger-than", help="only objects larger than this (Reef and later)")
+@click.option("--smaller-than", help="only objects smaller than this (Reef and later)")
+@click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
+@click.option("--dry-run", is_flag=True, help="print the rules and commands; change nothing")
+@click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
+def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_days: int | None,
+           expired_delete_markers: bool, abort_multipart_days: int | None, tags: tuple[str, ...],
+           larger_than: str | None, smaller_than: str | None, no_run: bool, dry_run: bool, yes: bool,
+           as_json: bool, **kwargs: Any) -> None:
+    """Install S3 lifecycle expiration rules and run them now (radosgw-admin lc process --bucket).
+
+    Rules come from the options (for BUCKET), or from purge.lifecycle_rules in the config
+    (for BUCKET, or for every bucket their patterns match).
+    """
+    given = {"prefix": prefix, "days": days, "noncurrent_days": noncurrent_days,
+             "abort_multipart_days": abort_multipart_days,
+             "expired_delete_markers": expired_delete_markers or None,
+             "larger_than": parse_size(larger_than) if larger_than else None,
+             "smaller_than": parse_size(smaller_than) if smaller_than else None,
+             "tags": _tags(tags) or None}
+    given = {k: v for k, v in given.items() if v is not None}
+    cli_rule = None
+    if given:
+        if bucket is None:
+            raise UsageError("rule options need a BUCKET")
+        cli_rule = lc.parse_rule({"bucket": bucket, **given}, pattern_ok=False)
+    elif bucket is not None:
+        lc.parse_rule({"bucket": bucket, "days": 1}, pattern_ok=False)  # validates the name only
+    cfg, access = load_access(kwargs)
+    config_rules = [lc.parse_rule(r) for r in cfg.purge.lifecycle_rules]
+    if bucket is not None:
+        check_protected(bucket, cfg.purge.protected_buckets)
+    if cli_rule is None and not config_rules:
+        raise UsageError("no lifecycle rules: give rule options (--days, --noncurrent-days, ...) or set "
+                         "purge.lifecycle_rules in the config")
+    io = purge_api.open_io(access, cfg.purge)
+    try:
+        results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
+                             dry_run=dry_run, yes=yes, as_json=as_json)
+    finally:
+        purge_api.close_io(io)
+    if dry_run:
+        return
+    if as_json:
+        emit_json([r.to_dict() for r in results])
+    else:
+        for r in results:
+            click.echo(f"{r.bucket}: rules {'installed' if r.changed else 'already there'} "
+                       f"({', '.join(r.rules)})" + (f"; lc process: objects {r.objects_before:,} -> "
+                                                    f"{r.objects_after:,}, {human_bytes(r.bytes_before)} -> "
+                                                    f"{human_bytes(r.bytes_after)} in {r.elapsed_s:.1f} s"
+                                                    if r.ran else "; not run now (--no-run)"))
+            for c in r.checks:
+                click.echo(f"  [{c.status}] {c.name}: {c.detail}")
+    bad = [r for r in results if not r.ok]
+    if bad:
+        raise PurgeFailed("expire", f"{len(bad)} bucket(s) still hold objects their rules expire: "
+                          + ", ".join(r.bucket for r in bad))
+
+
+def _tags(tags: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for t in tags:
+        k, sep, v = t.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--tag {t!r} is not KEY=VALUE")
+        out[k] = v
+    return out
+
+
+async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
+                      io: purge_api.PurgeIO, cfg: Any, *, no_run: bool, dry_run: bool, yes: bool,
+                      as_json: bool) -> list[ExpireResult]:
+    if bucket is not None:
+        targets = {bucket: [cli_rule] if cli_rule else lc.matching_rules(config_rules, bucket)}
+    else:
+        names = await io.rgw.json("bucket", "list") or []
+        targets = {b: lc.matching_rules(config_rules, b) for b in sorted(names)}
+    targets = {b: rules for b, rules in targets.items() if rules}
+    if not targets:
+        raise UsageError("no bucket matches the configured lifecycle rules" if bucket is None else
+                         f"no configured lifecycle rule matches {bucket!r}")
+    plans = []
+    for b, rules in targets.items():
+        try:
+            check_protected(b, cfg.purge.protected_buckets)
+        except UsageError as exc:
+            if bucket is not None:
+                raise
+            click.echo(f"rgwkeeper: skipping {b}: {exc}", err=True)
+            continue
+        plans.append(await plan_expire(b, rules, io, protected=cfg.purge.protected_buckets, run_now=not no_run))
+    if dry_run:
+        if as_json:
+            emit_json([{"bucket": x.profile.bucket, "rules": x.merged, "changes": x.changes,
+                        "run_now": x.run_now} for x in plans])
+        else:
+            for x in plans:
+                click.echo("\n".join(x.show(io.rgw.argv)))
+            click.echo("dry run: nothing was changed")
+        return []
+    lines = ["About to install expiration rules (and run them now):" if not no_run else
+             "About to install expiration rules:"]
+    for x in plans:
+        lines.append(f"  {x.profile.bucket}: {x.profile.num_objects:,} objects, {human_bytes(x.profile.size_bytes)}; "
+                     + "; ".join(r.describe() for r in x.rules))
+    _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else "all", yes)
+    return [await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout) for x in plans]

@@ -1,0 +1,146 @@
+"""Bulk delete and expiry: a pure planner, an executor with checkpoint, pacing and read-back.
+
+The Python API the CLI and the daemon's fill policy call::
+
+    io = open_io(access, cfg)                       # adapters (close with io_close)
+    prepared = await prepare(request, io, cfg=cfg.purge, store=store, now=time.time())
+    prepared.plan.show(io.rgw.argv)                  # a dry run is the plan, printed
+    report = await execute(prepared.plan, io, checkpoint=prepared.checkpoint, state=prepared.state, ...)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from rgwkeeper.access import ClusterAccess
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.s3 import S3Adapter, make_client
+from rgwkeeper.errors import UsageError
+from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
+from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings, execute
+from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected, plan
+from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
+
+log = structlog.get_logger("rgwkeeper.purge")
+
+__all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
+           "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
+           "Tuning", "execute", "gather_profile", "open_io", "plan", "prepare", "settings_from", "tuning_from"]
+
+
+class _BulkPools:
+    """One BulkObjects (two ioctxs) per pool, reused for the whole purge."""
+
+    def __init__(self, rados: RadosAdapter) -> None:
+        self.rados = rados
+        self._pools: dict[str, BulkObjects] = {}
+
+    def __call__(self, pool: str) -> BulkObjects:
+        if pool not in self._pools:
+            self._pools[pool] = BulkObjects(self.rados, pool)
+        return self._pools[pool]
+
+    def close(self) -> None:
+        for b in self._pools.values():
+            b.close()
+
+
+def open_io(access: ClusterAccess, purge_cfg: Any) -> PurgeIO:
+    """Connect librados and build the adapters a purge needs (``close_io`` releases them)."""
+    s3 = S3Adapter(make_client(access.require_rgw_endpoint(), access.rgw_credentials(), timeout_s=access.timeout_s,
+                               max_pool=max(32, purge_cfg.s3_batches_in_flight * 2)))
+    rados = RadosAdapter(access, max_workers=32)
+    rados.connect()
+    admin_api = AdminApi(access.require_rgw_endpoint(), access.rgw_credentials(), timeout_s=access.timeout_s)
+    return PurgeIO(rgw=RadosgwAdmin(access), s3=s3, rados=rados, bulk=_BulkPools(rados), admin_api=admin_api)
+
+
+def close_io(io: PurgeIO) -> None:
+    if isinstance(io.bulk, _BulkPools):
+        io.bulk.close()
+    io.rados.close()
+
+
+def tuning_from(purge_cfg: Any) -> Tuning:
+    return Tuning(s3_batches_in_flight=purge_cfg.s3_batches_in_flight,
+                  rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
+                  max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
+                  long_timeout_s=purge_cfg.long_command_timeout)
+
+
+def settings_from(purge_cfg: Any) -> Settings:
+    return Settings(pace_write_latency_s=purge_cfg.pace_write_latency_ms / 1000.0,
+                    pace_probe_interval_s=purge_cfg.pace_probe_interval,
+                    verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
+                    rgw_retry_s=purge_cfg.rgw_retry)
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    checkpoint: Checkpoint
+    state: State | None  # None: a new purge; else the one being resumed
+    ignored: list[str]  # checkpoints not resumed, and why
+
+    @property
+    def resuming(self) -> bool:
+        return self.state is not None
+
+
+async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: CheckpointStore,
+                  now: float | None = None) -> Prepared:
+    """Resume the unfinished purge this same request left (same bucket instance), or plan anew.
+
+    Read-only: nothing is written (not even the state directory) until :func:`execute`.
+    """
+    check_protected(request.bucket, purge_cfg.protected_buckets)
+    try:
+        profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados)
+    except NoSuchBucket:
+        profile = None
+    ignored: list[str] = []
+    for cp, state in store.unfinished(request.bucket):
+        old = Plan.from_dict(state.plan)
+        if profile is not None and old.profile.bucket_id != profile.bucket_id:
+            ignored.append(f"{cp.path}: for an earlier bucket of that name (id {old.profile.bucket_id})")
+            continue
+        if old.request.key() != request.key():
+            raise UsageError(
+                f"an unfinished purge of {request.bucket!r} ({old.request.describe()}, method {old.method}) is "
+                f"recorded in {cp.path}; run that same command to finish it, or move the file away")
+        return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
+    if profile is None:
+        raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
+    new = plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
+               now=time.time() if now is None else now)
+    return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
+                    state=None, ignored=ignored)
+
+
+async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
+    """Execute a prepared purge under its checkpoint (lock, resume count, save)."""
+    store_dir = prepared.checkpoint.path.parent
+    CheckpointStore(Path(store_dir)).ensure()
+    cp = prepared.checkpoint
+    cp.lock()
+    try:
+        state = prepared.state
+        if state is not None:
+            state.resumed += 1
+            state.status = "running"
+            log.info("purge resumed", bucket=prepared.plan.profile.bucket, plan=prepared.plan.plan_id,
+                     step=state.step + 1, cursor=state.cursor)
+        else:
+            state = State(plan=prepared.plan.to_dict())
+        cp.save(state)
+        return await execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
+                             on_progress=on_progress)
+    finally:
+        cp.unlock()

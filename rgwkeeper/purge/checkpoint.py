@@ -1,0 +1,124 @@
+"""Purge checkpoints: a local JSON file per purge, written atomically, that survives a crash.
+
+One file per (bucket, bucket id, request): ``<state_dir>/<bucket>.<bucket id>.<request key>.json``.
+The bucket id is part of the name, so a new bucket created under the same name never resumes
+an old plan. The file holds the plan as it was made (with its absolute age cutoff), the
+index of the step under way, that step's cursor (the last key whose page is fully done) and
+the counters. An flock on a sibling ``.lock`` file keeps two purges of one bucket from
+running at once on this host.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgwkeeper.errors import UsageError
+
+FORMAT = 1
+
+
+@dataclass
+class State:
+    plan: dict[str, Any]
+    step: int = 0  # index of the first step not yet finished
+    cursor: dict[str, Any] = field(default_factory=dict)  # where the current step resumes
+    counters: dict[str, int] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)  # what later steps need (e.g. rules read before)
+    status: str = "running"  # running, done, failed
+    error: str = ""
+    started_at: float = field(default_factory=time.time)
+    updated_at: float = 0.0
+    resumed: int = 0
+
+
+class Checkpoint:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock_fd: int | None = None
+
+    # -- the file ---------------------------------------------------------------------------
+    def load(self) -> State | None:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"checkpoint {self.path} cannot be read ({exc}); move it away to start over") from None
+        if raw.get("format") != FORMAT:
+            raise UsageError(f"checkpoint {self.path} has format {raw.get('format')!r}, not {FORMAT}; "
+                             "move it away to start over")
+        raw.pop("format")
+        return State(**raw)
+
+    def save(self, state: State) -> None:
+        state.updated_at = time.time()
+        data = json.dumps({"format": FORMAT, **state.__dict__}, sort_keys=True, default=str)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)  # the rename itself must survive a crash
+        finally:
+            os.close(dfd)
+
+    # -- one purge at a time ----------------------------------------------------------------
+    def lock(self) -> None:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"another rgwkeeper purge of this bucket is running on this host "
+                             f"(lock {lock_path})") from None
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+class CheckpointStore:
+    """The checkpoints in one state directory (``purge.state_dir``)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+
+    def ensure(self) -> None:
+        try:
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except PermissionError:
+            raise UsageError(f"cannot create the purge state directory {self.state_dir}: permission denied; "
+                             "set purge.state_dir in the config or run as a user that can") from None
+        if not os.access(self.state_dir, os.W_OK):
+            raise UsageError(f"the purge state directory {self.state_dir} is not writable")
+
+    def for_purge(self, bucket: str, bucket_id: str, request_key: str) -> Checkpoint:
+        return Checkpoint(self.state_dir / f"{bucket}.{bucket_id}.{request_key}.json")
+
+    def unfinished(self, bucket: str) -> list[tuple[Checkpoint, State]]:
+        """Checkpoints of this bucket (any instance) that did not finish."""
+        out = []
+        if not self.state_dir.is_dir():
+            return out
+        for path in sorted(self.state_dir.glob(f"{bucket}.*.json")):
+            if path.name.count(".") < 3 or path.name[len(bucket)] != ".":
+                continue
+            cp = Checkpoint(path)
+            state = cp.load()
+            if state is not None and state.plan.get("profile", {}).get("bucket") == bucket and state.status != "done":
+                out.append((cp, state))
+        return out

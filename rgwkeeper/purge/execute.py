@@ -1,0 +1,667 @@
+"""The purge executor: runs a Plan's steps with a checkpoint, progress and pacing, then reads
+the end state back.
+
+Every step is idempotent from its checkpoint: a listing-driven step records the last key
+(or version marker) whose page is fully done, so a killed run resumes after it; heads already
+removed show up as ENOENT and count as done; radosgw-admin removals of what is already gone
+are accepted. Exit codes are not evidence (``bucket rm`` exits 0 for a bucket that does not
+exist): every change is read back, and the last step checks the end state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+
+import structlog
+
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.s3 import S3Adapter
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
+from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper.purge.checkpoint import Checkpoint, State
+from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
+from rgwkeeper.purge.pacing import Limiter, Pacer, probe_loop
+from rgwkeeper.purge.plan import Plan, Step
+
+log = structlog.get_logger("rgwkeeper.purge")
+
+PROBE_BYTES = b"\0" * 4096
+
+
+class PurgeFailed(CephError):
+    """A step failed or the end state is not what it must be; the checkpoint says where."""
+
+
+@dataclass
+class PurgeIO:
+    """What a purge talks to (injected, so unit tests pass strict fakes)."""
+
+    rgw: RadosgwAdmin
+    s3: S3Adapter
+    rados: RadosAdapter
+    bulk: Callable[[str], BulkObjects]  # pool name -> bulk object operations in that pool
+    admin_api: AdminApi
+
+
+@dataclass(frozen=True)
+class Settings:
+    """From ``[purge]`` in the config."""
+
+    pace_write_latency_s: float = 0.0
+    pace_probe_interval_s: float = 1.0
+    verify_scan_max_objects: int = 1_000_000
+    rgw_retry_s: float = 120.0
+    checkpoint_interval_s: float = 1.0
+
+
+@dataclass
+class Progress:
+    step: str
+    objects_done: int
+    bytes_done: int
+    objects_total: int
+    bytes_total: int
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, failed, skipped, warning
+    detail: str
+
+
+@dataclass
+class PurgeReport:
+    plan_id: str
+    bucket: str
+    bucket_id: str
+    method: str
+    request: dict[str, Any]
+    resumed: int
+    counters: dict[str, int]
+    elapsed_s: float  # this run, until verified
+    space_free_s: float  # this run, until the last change (GC included) was done
+    checks: list[Check] = field(default_factory=list)
+    pacing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "failed" for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        deleted = self.counters.get("objects_deleted", 0)
+        d["objects_per_s"] = round(deleted / self.space_free_s, 1) if self.space_free_s > 0 else None
+        return d
+
+
+def _chunks(items: list[Any], n: int) -> list[list[Any]]:
+    return [items[i:i + n] for i in range(0, len(items), n)]
+
+
+class PurgeExecutor:
+    def __init__(self, plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
+                 settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.plan = plan
+        self.io = io
+        self.checkpoint = checkpoint
+        self.state = state or State(plan=plan.to_dict())
+        self.settings = settings
+        self.on_progress = on_progress or (lambda p: None)
+        self.clock = clock
+        self.pacer = Pacer(settings.pace_write_latency_s)
+        self.t0 = clock()
+        self._last_save = 0.0
+        self._step_name = ""
+        self._space_free_at: float | None = None
+        p = plan.profile
+        self._data = io.bulk(p.data_pool) if p.data_pool else None
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    @property
+    def counters(self) -> dict[str, int]:
+        return self.state.counters
+
+    def _count(self, **inc: int) -> None:
+        for k, v in inc.items():
+            self.counters[k] = self.counters.get(k, 0) + v
+
+    def _save(self, force: bool = False) -> None:
+        now = self.clock()
+        if self.checkpoint is not None and (force or now - self._last_save >= self.settings.checkpoint_interval_s):
+            self.checkpoint.save(self.state)
+            self._last_save = now
+
+    def _progress(self) -> None:
+        p = self.plan.profile
+        self.on_progress(Progress(self._step_name, self.counters.get("objects_deleted", 0),
+                                  self.counters.get("bytes_deleted", 0), p.num_objects, p.size_bytes))
+
+    async def _retry(self, what: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Retry while RGW or the cluster is unreachable (an RGW restart), up to rgw_retry_s."""
+        deadline = self.clock() + self.settings.rgw_retry_s
+        delay = 0.5
+        while True:
+            try:
+                return await fn()
+            except (CephUnreachable, CephTimeout) as exc:
+                if self.clock() + delay > deadline:
+                    raise
+                log.warning("purge retrying", what=what, error=str(exc), delay_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _s3(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await self._retry(what, lambda: asyncio.to_thread(fn, *args, **kwargs))
+
+    async def _admin(self, args: tuple[str, ...], *, long: bool = False, missing_ok: bool = False) -> None:
+        timeout = self.plan.tuning.long_timeout_s if long else None
+        try:
+            await self.io.rgw.run(*args, timeout=timeout)
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    # -- the run ------------------------------------------------------------------------------
+    async def run(self) -> PurgeReport:
+        stop_probe = asyncio.Event()
+        probe = None
+        if self.settings.pace_write_latency_s > 0 and self._data is not None:
+            probe_oid = f"rgwkeeper.purge.probe.{self.plan.plan_id}"
+            probe = asyncio.create_task(probe_loop(
+                self.pacer, lambda: self._data.write_full(probe_oid, PROBE_BYTES),  # type: ignore[union-attr]
+                interval_s=self.settings.pace_probe_interval_s, stop=stop_probe, clock=self.clock))
+        checks: list[Check] = []
+        try:
+            for i in range(self.state.step, len(self.plan.steps)):
+                step = self.plan.steps[i]
+                self._step_name = step.kind
+                log.info("purge step", plan=self.plan.plan_id, bucket=self.plan.profile.bucket, step=step.kind,
+                         index=i + 1, of=len(self.plan.steps))
+                if step.kind == "verify":
+                    self._space_free_at = self._space_free_at or self.clock()
+                    checks = await self.verify(step)
+                else:
+                    await getattr(self, f"_step_{step.kind}")(step)
+                self.state.step = i + 1
+                self.state.cursor = {}
+                self._save(force=True)
+                self._progress()
+        except BaseException as exc:
+            self.state.status = "failed" if isinstance(exc, Exception) else "running"
+            self.state.error = str(exc)[:500]
+            self._save(force=True)
+            raise
+        finally:
+            stop_probe.set()
+            if probe is not None:
+                await asyncio.gather(probe, return_exceptions=True)
+                await self._data.remove(f"rgwkeeper.purge.probe.{self.plan.plan_id}")  # type: ignore[union-attr]
+        end = self.clock()
+        report = PurgeReport(
+            plan_id=self.plan.plan_id, bucket=self.plan.profile.bucket, bucket_id=self.plan.profile.bucket_id,
+            method=self.plan.method, request=asdict(self.plan.request), resumed=self.state.resumed,
+            counters=dict(self.counters), elapsed_s=round(end - self.t0, 3),
+            space_free_s=round((self._space_free_at or end) - self.t0, 3), checks=checks,
+            pacing={"target_ms": self.settings.pace_write_latency_s * 1000,
+                    "samples": len(self.pacer.samples),
+                    "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
+                    "min_concurrency_fraction": round(self.pacer.min_fraction_seen, 3)})
+        self.state.status = "done" if report.ok else "failed"
+        if not report.ok:
+            self.state.error = "; ".join(f"{c.name}: {c.detail}" for c in checks if c.status == "failed")[:500]
+        self._save(force=True)
+        return report
+
+    # -- steps --------------------------------------------------------------------------------
+    async def _step_fence(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        await self._retry("set bucket quota", lambda: self.io.admin_api.set_bucket_quota(
+            step.params["owner"], b, max_objects=0, max_size_kb=0, enabled=True))
+        stats = await self._retry("bucket stats", lambda: self.io.admin_api.bucket_stats(b))
+        quota = stats.get("bucket_quota", {})
+        if not (quota.get("enabled") and quota.get("max_objects") == 0):
+            raise PurgeFailed("fence writes", f"bucket quota reads back as {quota}, not enabled with 0 objects")
+
+    async def _step_drop_lifecycle(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
+        if await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b):
+            raise PurgeFailed(f"DeleteBucketLifecycle {b}", "the bucket still has lifecycle rules")
+
+    async def _uploads(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        cutoff = params.get("cutoff_s")
+
+        def listing() -> list[dict[str, Any]]:
+            return [u for u in self.io.s3.iter_uploads(self.plan.profile.bucket, params.get("prefix"))
+                    if cutoff is None or u["Initiated"].timestamp() < cutoff]
+
+        return await self._retry("ListMultipartUploads", lambda: asyncio.to_thread(listing))
+
+    async def _step_abort_uploads(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        uploads = await self._uploads(step.params)
+        limiter = Limiter(lambda: self.pacer.limit(self.plan.tuning.s3_batches_in_flight))
+
+        async def abort(u: dict[str, Any]) -> None:
+            async with limiter:
+                await self._s3("AbortMultipartUpload", self.io.s3.abort_upload, b, u["Key"], u["UploadId"])
+
+        await asyncio.gather(*(abort(u) for u in uploads))
+        self._count(uploads_aborted=len(uploads))
+        left = await self._uploads(step.params)
+        if left:
+            raise PurgeFailed(f"AbortMultipartUpload {b}", f"{len(left)} uploads still listed after aborting them")
+
+    # The main loop: list once, page by page (the next page is fetched while this one is
+    # worked on), delete, and checkpoint each page once it and every page before it are done.
+    async def _step_delete_objects(self, step: Step, *, sweep: bool = False) -> None:
+        params = step.params
+        limiter = Limiter(lambda: self.pacer.limit(self.plan.tuning.s3_batches_in_flight))
+        # Head work of up to 3 pages overlaps (one stats while another removes).
+        page_slots = asyncio.Semaphore(3)
+        pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
+        try:
+            async for entries, resume_at in self._pages(params, self.state.cursor if not sweep else {}):
+                entries = [e for e in entries if _matches(e, params)]
+                tasks = []
+                if params["strategy"] == "direct":
+                    await page_slots.acquire()
+                    tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep)))
+                else:
+                    for chunk in _chunks(entries, 1000):
+                        await limiter.acquire()
+                        tasks.append(asyncio.create_task(self._s3_batch(chunk, limiter)))
+                pending.append((resume_at, tasks))
+                await self._settle(pending, block=False, sweep=sweep)
+            await self._settle(pending, block=True, sweep=sweep)
+        finally:
+            for _, tasks in pending:
+                for t in tasks:
+                    t.cancel()
+            await asyncio.gather(*(t for _, ts in pending for t in ts), return_exceptions=True)
+
+    async def _direct_page(self, entries: list[dict[str, Any]], page_slots: asyncio.Semaphore, limiter: Limiter,
+                           sweep: bool) -> None:
+        try:
+            others = await self._remove_heads(entries, sweep=sweep)
+        finally:
+            page_slots.release()
+        batches = []
+        for chunk in _chunks(others, 1000):
+            await limiter.acquire()
+            batches.append(asyncio.create_task(self._s3_batch(chunk, limiter)))
+        await asyncio.gather(*batches)
+
+    async def _settle(self, pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]], *, block: bool,
+                      sweep: bool) -> None:
+        while pending:
+            resume_at, tasks = pending[0]
+            if block:
+                await asyncio.gather(*tasks)
+            elif not all(t.done() for t in tasks):
+                return
+            for t in tasks:
+                t.result()  # a failed batch stops the purge here, before its page is checkpointed
+            pending.popleft()
+            if not sweep:
+                self.state.cursor = resume_at
+                self._save()
+            self._progress()
+
+    async def _pages(self, params: Mapping[str, Any],
+                     cursor: Mapping[str, Any]) -> AsyncIterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        b = self.plan.profile.bucket
+        if params.get("versions"):
+            it: Any = self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=cursor.get("key_marker"),
+                                                    version_marker=cursor.get("version_marker"))
+        else:
+            it = self.io.s3.iter_pages(b, params.get("prefix"), start_after=cursor.get("start_after"))
+        done = object()
+
+        def next_page() -> Any:
+            return next(it, done)
+
+        fetch = asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
+        try:
+            while True:
+                page = await fetch
+                if page is done:
+                    return
+                fetch = asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
+                if params.get("versions"):
+                    entries, after = page
+                    resume = {"key_marker": after[0], "version_marker": after[1]} if after else {"end": True}
+                else:
+                    entries = page
+                    resume = {"start_after": entries[-1]["Key"]} if entries else dict(cursor)
+                yield entries, resume
+        finally:
+            fetch.cancel()
+            await asyncio.gather(fetch, return_exceptions=True)
+
+    async def _remove_heads(self, entries: list[dict[str, Any]], *, sweep: bool) -> list[dict[str, Any]]:
+        """Remove the heads of head-only objects; return the entries that must go through S3."""
+        p = self.plan.profile
+        assert self._data is not None
+        candidates, others = [], []
+        for e in entries:
+            single_part = "-" not in e.get("ETag", "-").strip('"')
+            (candidates if e["Size"] <= p.head_chunk_bytes and single_part else others).append(e)
+        if not candidates:
+            return others
+        window = self.pacer.limit(self.plan.tuning.rados_ops_in_flight)
+        objs = [head_oid(p.marker, e["Key"]) for e in candidates]
+        sizes = await self._data.stat_many(objs, window=window)
+        remove, gone = [], 0
+        for e, obj, size in zip(candidates, objs, sizes):
+            if size is None:
+                gone += 1  # removed by an earlier, interrupted run: its index entry is still there
+            elif size == e["Size"]:
+                remove.append((e, obj))
+            else:
+                others.append(e)  # compressed, encrypted with padding, or tails: RGW must do it
+        window = self.pacer.limit(self.plan.tuning.rados_ops_in_flight)
+        rets = await self._data.remove_many([o for _, o in remove], window=window)
+        removed_bytes = 0
+        for (e, obj), ret in zip(remove, rets):
+            if ret not in (0, -errno.ENOENT):
+                raise PurgeFailed(f"{p.data_pool}/{obj[0]} remove", errno.errorcode.get(-ret, str(ret)), ret=ret)
+            removed_bytes += e["Size"]
+        self._count(index_left=len(remove) + gone, direct_removed=len(remove))
+        if not sweep:
+            self._count(objects_deleted=len(remove) + gone, bytes_deleted=removed_bytes)
+        elif len(remove):
+            self._count(objects_deleted=len(remove), bytes_deleted=removed_bytes)
+        return others
+
+    async def _s3_batch(self, chunk: list[dict[str, Any]], limiter: Limiter) -> None:
+        """One DeleteObjects request; the caller acquired ``limiter``, released here."""
+        b = self.plan.profile.bucket
+        try:
+            objects = [{"Key": e["Key"], **({"VersionId": e["VersionId"]} if e.get("VersionId") else {})}
+                       for e in chunk]
+            errors = await self._s3("DeleteObjects", self.io.s3.delete_batch, b, objects)
+        finally:
+            await limiter.release()
+        if errors:
+            first = errors[0]
+            raise PurgeFailed(f"DeleteObjects {b}", f"{len(errors)} of {len(chunk)} keys refused, e.g. "
+                              f"{first.get('Key')!r}: {first.get('Code')}")
+        markers = sum(1 for e in chunk if e.get("DeleteMarker"))
+        self._count(objects_deleted=len(chunk) - markers, delete_markers_deleted=markers, via_s3=len(chunk),
+                    bytes_deleted=sum(e.get("Size", 0) for e in chunk))
+
+    async def _step_gc_process(self, step: Step) -> None:
+        for args in step.admin:
+            await self._admin(args, long=True)
+        self._space_free_at = self.clock()
+
+    async def _step_drop_bucket(self, step: Step) -> None:
+        p = self.plan.profile
+        try:
+            stats = await self.io.rgw.bucket_stats(p.bucket)
+        except NotFound:
+            stats = None  # an earlier run got past removing the index: finish the removal
+        if stats is not None:
+            if stats.get("id") != p.bucket_id:
+                raise PurgeFailed(f"bucket {p.bucket}", f"its id is now {stats.get('id')}, not {p.bucket_id}: "
+                                  "it was re-created; nothing more is removed")
+            usage = stats.get("usage", {})
+            in_index = int(usage.get("rgw.main", {}).get("num_objects", 0))
+            uploads = int(usage.get("rgw.multimeta", {}).get("num_objects", 0))
+            if in_index != self.counters.get("index_left", 0) or uploads:
+                # The index holds entries we did not account for (an object written before the
+                # fence took effect, or stats that drifted): sweep the whole index once more.
+                log.warning("purge sweep", bucket=p.bucket, in_index=in_index,
+                            expected=self.counters.get("index_left", 0), uploads=uploads)
+                self.counters["index_left"] = 0
+                if uploads:
+                    await self._step_abort_uploads(next(s for s in self.plan.steps if s.kind == "abort_uploads"))
+                await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
+                                                sweep=True)
+                self._count(sweeps=1)
+        rm_entry, rm_instance, sync, gc = step.admin
+        # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
+        # the bucket's metadata: run it alongside.
+        gc_task = asyncio.ensure_future(self._admin(gc, long=True))
+        try:
+            shards = [(o, "") for o in index_shard_oids(p.bucket_id, p.num_shards)]
+            rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
+            bad = [(o, r) for (o, _), r in zip(shards, rets) if r not in (0, -errno.ENOENT)]
+            if bad:
+                raise PurgeFailed(f"{p.index_pool}/{bad[0][0]} remove", errno.errorcode.get(-bad[0][1], str(bad[0][1])))
+            await asyncio.gather(self._admin(rm_entry, missing_ok=True), self._admin(rm_instance, missing_ok=True))
+            await self._admin(sync)
+        finally:
+            await asyncio.gather(gc_task, return_exceptions=True)
+        gc_task.result()
+        self._space_free_at = self.clock()
+
+    async def _step_delete_bucket(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        for attempt in range(2):
+            try:
+                await self._s3("DeleteBucket", self.io.s3.delete_bucket, b)
+                return
+            except NotFound:
+                return  # deleted by an earlier run
+            except CephError as exc:
+                if exc.detail != "BucketNotEmpty" or attempt:
+                    raise
+                # Something was written after the listing (before the fence): list again.
+                log.warning("purge bucket not empty, listing again", bucket=b)
+                await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
+                                                sweep=True)
+
+    async def _step_prove_head_only(self, step: Step) -> None:
+        p = self.plan.profile
+        assert self._data is not None
+        if await self._uploads(step.params):
+            raise UsageError(f"--bypass-gc refused: {p.bucket!r} has incomplete multipart uploads, whose parts "
+                             "are tails (tracker 73348); use --method auto; nothing was deleted")
+        pages = self._pages({"strategy": "s3", "versions": False}, {})
+        async for entries, _ in pages:
+            objs = [head_oid(p.marker, e["Key"]) for e in entries]
+            sizes = await self._data.stat_many(objs, window=self.plan.tuning.rados_ops_in_flight)
+            for e, size in zip(entries, sizes):
+                if size != e["Size"] or "-" in e.get("ETag", "").strip('"'):
+                    await pages.aclose()
+                    raise UsageError(f"--bypass-gc refused: object {e['Key'][:80]!r} of {p.bucket!r} has tail "
+                                     "objects, which --bypass-gc would delete even if copies in other buckets "
+                                     "share them (tracker 73348); use --method auto; nothing was deleted")
+
+    async def _step_admin_bucket_rm(self, step: Step) -> None:
+        await self._while_polling(self._admin(step.admin[0], long=True))
+        self._space_free_at = self.clock()
+
+    async def _while_polling(self, work: Awaitable[None]) -> None:
+        """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
+        p = self.plan.profile
+        task = asyncio.ensure_future(work)
+        while not task.done():
+            await asyncio.wait([task], timeout=2.0)
+            if task.done():
+                break
+            try:
+                stats = await self.io.rgw.bucket_stats(p.bucket)
+                left = int(stats.get("usage", {}).get("rgw.main", {}).get("num_objects", 0))
+                size_left = int(stats.get("usage", {}).get("rgw.main", {}).get("size", 0))
+            except CephError:
+                continue
+            self.counters["objects_deleted"] = max(0, p.num_objects - left)
+            self.counters["bytes_deleted"] = max(0, p.size_bytes - size_left)
+            self._progress()
+        await task
+        try:
+            stats = await self.io.rgw.bucket_stats(p.bucket)
+            main = stats.get("usage", {}).get("rgw.main", {})
+            self.counters["objects_deleted"] = max(0, p.num_objects - int(main.get("num_objects", 0)))
+            self.counters["bytes_deleted"] = max(0, p.size_bytes - int(main.get("size", 0)))
+        except NotFound:
+            self.counters["objects_deleted"] = p.num_objects
+            self.counters["bytes_deleted"] = p.size_bytes
+
+    async def _step_lifecycle_apply(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        if "previous_rules" not in self.state.memo:
+            previous = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
+            self.state.memo["previous_rules"] = [r for r in previous if not str(r.get("ID", "")).startswith(
+                f"{lc.RULE_ID_PREFIX}purge-")]
+            self._save(force=True)  # before the change: a crash must still be able to restore them
+        merged = lc.merge(self.state.memo["previous_rules"], list(step.params["rules"]))
+        await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, merged)
+        got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
+        if not lc.same_rules(got, merged):
+            raise PurgeFailed(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
+
+    async def _step_lc_process(self, step: Step) -> None:
+        await self._while_polling(self._admin(step.admin[0], long=True))
+
+    async def _step_lifecycle_restore(self, step: Step) -> None:
+        b = self.plan.profile.bucket
+        previous = self.state.memo.get("previous_rules", [])
+        if previous:
+            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, previous)
+        else:
+            await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
+        got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
+        if not lc.same_rules(got, previous):
+            raise PurgeFailed(f"restore lifecycle of {b}", "the rules read back differ from those before the purge")
+
+    # -- the end state ----------------------------------------------------------------------
+    async def verify(self, step: Step) -> list[Check]:
+        if step.params.get("whole_bucket"):
+            return await self._verify_bucket_gone()
+        return await self._verify_prefix_empty(step.params)
+
+    async def _verify_bucket_gone(self) -> list[Check]:
+        p = self.plan.profile
+        checks: list[Check] = []
+        try:
+            stats = await self.io.rgw.bucket_stats(p.bucket)
+            same = stats.get("id") == p.bucket_id
+            checks.append(Check("bucket gone", "failed" if same else "warning",
+                                "bucket stats still answers for it" if same else
+                                f"a new bucket of that name exists (id {stats.get('id')})"))
+        except NotFound:
+            exists = await self._retry("HeadBucket", lambda: asyncio.to_thread(self.io.s3.bucket_exists, p.bucket))
+            checks.append(Check("bucket gone", "failed" if exists else "ok",
+                                "S3 HeadBucket still finds it" if exists else
+                                "radosgw-admin bucket stats: does not exist; S3 HeadBucket: 404"))
+        try:
+            await self.io.rgw.metadata_get(f"bucket.instance:{p.bucket}:{p.bucket_id}")
+            checks.append(Check("bucket instance gone", "failed", f"metadata bucket.instance:{p.bucket}:{p.bucket_id} "
+                                "still exists"))
+        except NotFound:
+            checks.append(Check("bucket instance gone", "ok", "no bucket.instance metadata"))
+        if p.index_pool:
+            shards = index_shard_oids(p.bucket_id, p.num_shards)
+            sizes = await self.io.bulk(p.index_pool).stat_many([(o, "") for o in shards], window=64)
+            left = [o for o, s in zip(shards, sizes) if s is not None]
+            checks.append(Check("index shards gone", "failed" if left else "ok",
+                                f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
+                                f"{len(shards)} shard objects absent from {p.index_pool}"))
+        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool)) if x]
+        for pool in pools:
+            checks.append(await self._scan_pool(pool))
+        checks.append(await self._gc_check())
+        buckets = await self.io.rgw.user_buckets(p.owner)
+        stats = await self.io.rgw.user_stats(p.owner)
+        linked = p.bucket in buckets
+        owner_stats = stats.get("stats", {})
+        checks.append(Check("owner unlinked and stats synced", "failed" if linked else "ok",
+                            f"{p.owner} still lists {p.bucket}" if linked else
+                            f"{p.owner}: {len(buckets)} buckets, {owner_stats.get('num_objects', '?')} objects, "
+                            f"{owner_stats.get('size', '?')} B (last sync {stats.get('last_stats_sync', '?')})"))
+        return checks
+
+    async def _scan_pool(self, pool: str) -> Check:
+        p = self.plan.profile
+        found, complete = await self.io.bulk(pool).list_prefix(bucket_prefix(p.marker),
+                                                             max_scanned=self.settings.verify_scan_max_objects)
+        if not complete:
+            return Check(f"no RADOS objects left in {pool}", "skipped",
+                         f"the pool has more than {self.settings.verify_scan_max_objects:,} objects "
+                         "(purge.verify_scan_max_objects); not scanned")
+        leftover, shared = [], []
+        for oid, locator in found:
+            if not is_tail(oid, p.marker):
+                leftover.append(oid)
+                continue
+            blob = await self.io.bulk(pool).get_xattr(oid, "refcount", locator=locator)
+            refs = parse_refcount(blob).refs if blob else ()
+            (shared if refs else leftover).append(oid)
+        if leftover:
+            return Check(f"no RADOS objects left in {pool}", "failed",
+                         f"{len(leftover)} objects of the bucket left, e.g. {leftover[0]}")
+        return Check(f"no RADOS objects left in {pool}", "ok",
+                     f"none of {p.marker}_*" + (f" except {len(shared)} tail objects still referenced by copies "
+                                                f"in other buckets (kept by design), e.g. {shared[0]}" if shared else ""))
+
+    async def _gc_check(self, *, strict: bool = True) -> Check:
+        p = self.plan.profile
+        prefix = bucket_prefix(p.marker)
+        entries = await self.io.rgw.gc_list(include_all=True)
+        ours = [e for e in entries if any(o.get("oid", "").startswith(prefix) for o in e.get("objs", []))]
+        if ours:
+            return Check("GC processed", "failed" if strict else "warning",
+                         f"{len(ours)} GC entries still hold objects of the bucket (space not yet free)")
+        return Check("GC processed", "ok", f"no GC entry for {prefix}* ({len(entries)} entries in all)")
+
+    async def _verify_prefix_empty(self, params: Mapping[str, Any]) -> list[Check]:
+        p = self.plan.profile
+        versions = p.versioning != "off"
+
+        def left() -> list[dict[str, Any]]:
+            out = []
+            if versions:
+                for entries, _ in self.io.s3.iter_version_pages(p.bucket, params.get("prefix")):
+                    out += [e for e in entries if _matches(e, params)]
+            else:
+                for entries in self.io.s3.iter_pages(p.bucket, params.get("prefix")):
+                    out += [e for e in entries if _matches(e, params)]
+            return out
+
+        remaining = await self._retry("list", lambda: asyncio.to_thread(left))
+        what = "versions or delete markers" if versions else "objects"
+        checks = [Check(f"no matching {what} left", "failed" if remaining else "ok",
+                        f"{len(remaining)} left, e.g. {remaining[0]['Key'][:80]!r}" if remaining else
+                        f"none under {params.get('prefix') or 'the bucket'}")]
+        uploads = await self._uploads(params)
+        checks.append(Check("no matching incomplete uploads", "failed" if uploads else "ok",
+                            f"{len(uploads)} left" if uploads else "none"))
+        # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
+        checks.append(await self._gc_check(strict=False))
+        return checks
+
+
+def _matches(e: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    cutoff = params.get("cutoff_s")
+    if cutoff is not None and e["LastModified"].timestamp() >= cutoff:
+        return False
+    size = e.get("Size")
+    larger, smaller = params.get("larger_than"), params.get("smaller_than")
+    if (larger is not None or smaller is not None) and size is None:
+        return False  # a delete marker has no size: a size filter leaves it alone
+    if larger is not None and size <= larger:
+        return False
+    if smaller is not None and size >= smaller:
+        return False
+    return True
+
+
+async def execute(plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
+                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:
+    """Run ``plan`` (resuming ``state`` if given) and return the read-back report."""
+    return await PurgeExecutor(plan, io, checkpoint=checkpoint, state=state, settings=settings,
+                               on_progress=on_progress).run()

@@ -1,0 +1,222 @@
+"""S3 lifecycle expiration rules: validated specs, their S3 form, merging, and when RGW expires.
+
+Pure functions. An :class:`ExpiryRule` comes from the command line or from
+``purge.lifecycle_rules`` in the config; rgwkeeper's rules carry IDs that start with
+``rgwkeeper-`` so they can be merged into a bucket's existing configuration (other rules are
+kept untouched) and replaced later.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from rgwkeeper.errors import UsageError
+from rgwkeeper.names import validate_bucket, validate_prefix
+
+RULE_ID_PREFIX = "rgwkeeper-"
+DAY_S = 86400
+
+# Releases whose RGW knows ObjectSizeGreaterThan/ObjectSizeLessThan in lifecycle filters
+# (added in Reef; Pacific 16.2.15 rejects the rule with MalformedXML).
+SIZE_FILTER_RELEASES = ("reef", "squid", "tentacle")
+
+_RULE_KEYS = {"bucket", "prefix", "days", "tags", "noncurrent_days", "expired_delete_markers",
+              "abort_multipart_days", "larger_than", "smaller_than"}
+
+
+@dataclass(frozen=True)
+class ExpiryRule:
+    """One expiration rule. ``bucket`` is a bucket name, or a glob pattern in the config."""
+
+    bucket: str
+    prefix: str | None = None
+    days: int | None = None  # expire current versions this many days after their last change
+    tags: tuple[tuple[str, str], ...] = ()
+    noncurrent_days: int | None = None  # expire noncurrent versions this many days after they became so
+    expired_delete_markers: bool = False  # remove delete markers that no longer hide any version
+    abort_multipart_days: int | None = None  # abort uploads this many days after they started
+    larger_than: int | None = None  # bytes (Reef and later)
+    smaller_than: int | None = None  # bytes (Reef and later)
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def rule_id(self) -> str:
+        body = {k: v for k, v in asdict(self).items() if k not in ("bucket", "extra")}
+        return RULE_ID_PREFIX + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        parts = [f"prefix {self.prefix!r}" if self.prefix else "all keys"]
+        parts += [f"tag {k}={v}" for k, v in self.tags]
+        if self.larger_than is not None:
+            parts.append(f"larger than {self.larger_than} B")
+        if self.smaller_than is not None:
+            parts.append(f"smaller than {self.smaller_than} B")
+        acts = []
+        if self.days is not None:
+            acts.append(f"expire after {self.days} d")
+        if self.noncurrent_days is not None:
+            acts.append(f"noncurrent versions after {self.noncurrent_days} d")
+        if self.expired_delete_markers:
+            acts.append("expired delete markers")
+        if self.abort_multipart_days is not None:
+            acts.append(f"abort uploads after {self.abort_multipart_days} d")
+        return f"{', '.join(parts)}: {', '.join(acts)}"
+
+    def _filter(self) -> dict[str, Any]:
+        conds: dict[str, Any] = {}
+        if self.prefix:
+            conds["Prefix"] = self.prefix
+        if self.tags:
+            conds["Tags"] = [{"Key": k, "Value": v} for k, v in self.tags]
+        if self.larger_than is not None:
+            conds["ObjectSizeGreaterThan"] = self.larger_than
+        if self.smaller_than is not None:
+            conds["ObjectSizeLessThan"] = self.smaller_than
+        if len(conds) > 1 or len(conds.get("Tags", [])) > 1:
+            return {"And": conds}
+        if "Tags" in conds:
+            return {"Tag": conds["Tags"][0]}
+        return conds or {"Prefix": ""}
+
+    def to_s3_rules(self) -> list[dict[str, Any]]:
+        """The S3 rule(s). S3 refuses ExpiredObjectDeleteMarker next to Days in one Expiration,
+        so that part becomes a second rule with the same filter."""
+        base: dict[str, Any] = {"Status": "Enabled", "Filter": self._filter()}
+        main: dict[str, Any] = {"ID": self.rule_id, **base}
+        if self.days is not None:
+            main["Expiration"] = {"Days": self.days}
+        elif self.expired_delete_markers:
+            main["Expiration"] = {"ExpiredObjectDeleteMarker": True}
+        if self.noncurrent_days is not None:
+            main["NoncurrentVersionExpiration"] = {"NoncurrentDays": self.noncurrent_days}
+        if self.abort_multipart_days is not None:
+            main["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": self.abort_multipart_days}
+        rules = [main]
+        if self.days is not None and self.expired_delete_markers:
+            rules.append({"ID": self.rule_id + "-dm", **base, "Expiration": {"ExpiredObjectDeleteMarker": True}})
+        return rules
+
+
+def _positive_int(d: Mapping[str, Any], key: str, problems: list[str], lo: int = 1) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        problems.append(f"{key} must be a whole number of at least {lo}, got {v!r}")
+        return None
+    return v
+
+
+def rule_problems(d: Mapping[str, Any], *, pattern_ok: bool = True) -> tuple[ExpiryRule | None, list[str]]:
+    """Validate one rule given as a dict (a TOML table or the command line's options)."""
+    problems: list[str] = []
+    unknown = sorted(set(d) - _RULE_KEYS)
+    if unknown:
+        problems.append(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_RULE_KEYS))})")
+    bucket = d.get("bucket")
+    if not isinstance(bucket, str) or not bucket:
+        problems.append("bucket must be a bucket name" + (" or glob pattern" if pattern_ok else ""))
+    elif not (pattern_ok and any(c in bucket for c in "*?[")):
+        try:
+            validate_bucket(bucket)
+        except UsageError as exc:
+            problems.append(str(exc))
+    prefix = d.get("prefix")
+    if prefix is not None:
+        try:
+            validate_prefix(prefix)
+        except UsageError as exc:
+            problems.append(str(exc))
+    tags: list[tuple[str, str]] = []
+    raw_tags = d.get("tags") or {}
+    if not isinstance(raw_tags, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw_tags.items()):
+        problems.append("tags must be a table of strings, e.g. {tier = \"scratch\"}")
+    else:
+        tags = sorted(raw_tags.items())
+    days = _positive_int(d, "days", problems)
+    noncurrent = _positive_int(d, "noncurrent_days", problems)
+    abort = _positive_int(d, "abort_multipart_days", problems)
+    larger = _positive_int(d, "larger_than", problems, lo=0)
+    smaller = _positive_int(d, "smaller_than", problems)
+    dm = d.get("expired_delete_markers", False)
+    if not isinstance(dm, bool):
+        problems.append(f"expired_delete_markers must be true or false, got {dm!r}")
+        dm = False
+    if days is None and noncurrent is None and abort is None and not dm:
+        problems.append("the rule does nothing: give days, noncurrent_days, abort_multipart_days or "
+                        "expired_delete_markers")
+    if abort is not None and (tags or larger is not None or smaller is not None):
+        problems.append("abort_multipart_days cannot be combined with tags or size filters (S3 filters "
+                        "uploads by prefix only)")
+    if problems:
+        return None, problems
+    return ExpiryRule(bucket=bucket, prefix=prefix, days=days, tags=tuple(tags), noncurrent_days=noncurrent,
+                      expired_delete_markers=dm, abort_multipart_days=abort, larger_than=larger,
+                      smaller_than=smaller), []
+
+
+def parse_rule(d: Mapping[str, Any], *, pattern_ok: bool = True) -> ExpiryRule:
+    rule, problems = rule_problems(d, pattern_ok=pattern_ok)
+    if rule is None:
+        raise UsageError("lifecycle rule: " + "; ".join(problems))
+    return rule
+
+
+def check_release(rule: ExpiryRule, release: str) -> None:
+    if (rule.larger_than is not None or rule.smaller_than is not None) and release not in SIZE_FILTER_RELEASES:
+        raise UsageError(f"lifecycle size filters need Reef or later; this cluster runs {release} "
+                         "(use `rgwkeeper purge --larger-than/--smaller-than`, which filters the listing)")
+
+
+def matching_rules(rules: list[ExpiryRule], bucket: str) -> list[ExpiryRule]:
+    return [r for r in rules if fnmatch.fnmatchcase(bucket, r.bucket)]
+
+
+def merge(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bucket's rules with ours added or replaced by ID; rules that are not ours are kept
+    as they are, in their order, before ours."""
+    our_ids = {r["ID"] for r in ours}
+    kept = [r for r in existing if r.get("ID") not in our_ids]
+    return kept + ours
+
+
+def same_rules(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Compare as RGW reads them back: by ID, ignoring order and the empty Prefix RGW adds."""
+    def norm(rules: list[dict[str, Any]]) -> dict[str, str]:
+        out = {}
+        for r in rules:
+            r = dict(r)
+            if r.get("Prefix") == "" and "Filter" in r:
+                r.pop("Prefix")
+            out[r.get("ID", "")] = json.dumps(r, sort_keys=True, default=str)
+        return out
+    return norm(a) == norm(b)
+
+
+def expired(mtime_s: float, days: int, now_s: float, *, debug_interval_s: float = 0) -> bool:
+    """Would RGW's lifecycle expire an object last modified at ``mtime_s`` with ``Days: days``?
+
+    RGW (rgw_lc.cc, obj_has_expired) counts from midnight UTC today; with
+    rgw_lc_debug_interval > 0 a "day" is that many seconds, counted from now.
+    """
+    if debug_interval_s > 0:
+        return now_s - mtime_s >= days * debug_interval_s
+    midnight = math.floor(now_s / DAY_S) * DAY_S
+    return midnight - mtime_s >= days * DAY_S
+
+
+def purge_rule(prefix: str | None, older_than_s: float | None, plan_id: str) -> list[dict[str, Any]]:
+    """The one-off rule the ``lifecycle`` purge method installs: everything under the prefix,
+    older than whole days, or at once through an expiration date in the past. (Incomplete
+    uploads are aborted by a separate step: DaysAfterInitiation cannot say "now".)"""
+    if older_than_s is None:
+        expiration: dict[str, Any] = {"Date": "2000-01-01T00:00:00Z"}
+    else:
+        expiration = {"Days": int(older_than_s // DAY_S)}
+    return [{"ID": f"{RULE_ID_PREFIX}purge-{plan_id}", "Status": "Enabled", "Filter": {"Prefix": prefix or ""},
+             "Expiration": expiration}]

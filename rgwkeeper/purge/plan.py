@@ -1,0 +1,483 @@
+"""The purge planner: a bucket's profile + the cluster's release + what was asked -> a Plan.
+
+Pure: no I/O. A plan is a list of steps; each step shows the exact radosgw-admin argv, S3
+calls and librados operations it will run, so a dry run is the plan printed. The method
+choice comes with its reasons, and with the reason each other method was not chosen.
+
+Methods:
+
+``direct``
+    Whole bucket, unversioned, single zone. Objects proven head-only (all their data in the
+    head ``<marker>_<key>``: size within the head chunk, single-part ETag, and the head's RADOS
+    size equal to the object's size) are removed with librados aio, many in flight; every
+    other object (tails, multipart) goes through RGW (S3 DeleteObjects), whose GC drops tail
+    references properly, so tails shared with copies in other buckets survive (tracker 73348).
+    Then the index shards are removed (as ``bi purge`` does), the bucket's metadata dropped with
+    ``radosgw-admin metadata rm`` and the owner's stats resynced.
+``s3``
+    List once; S3 DeleteObjects in 1000-key batches, several in flight (versions and delete
+    markers too on versioned buckets); abort incomplete uploads; process GC so space returns.
+``admin-purge`` / ``admin-purge-bypass-gc``
+    ``radosgw-admin bucket rm --purge-objects [--bypass-gc] [--max-concurrent-ios N]``. With
+    --bypass-gc only after a read-only proof that no object has tails (tracker 73348).
+``lifecycle``
+    An S3 lifecycle rule run now with ``radosgw-admin lc process --bucket``, then the bucket's
+    previous rules put back.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import shlex
+from urllib.parse import urlencode
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from rgwkeeper.adapters import radosgw_admin as rgwa
+from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.cli.render import human_bytes  # a pure formatter; the plan renders itself
+from rgwkeeper.errors import RgwkeeperError, UsageError
+from rgwkeeper.names import validate_bucket, validate_prefix
+from rgwkeeper.purge.layout import index_shard_oids
+from rgwkeeper.purge.lifecycle import DAY_S, SIZE_FILTER_RELEASES, purge_rule
+from rgwkeeper.purge.profile import BucketProfile
+
+METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
+
+#: Releases on which the head object naming (<marker>_<key>, locator for keys starting
+#: with "_") and the metadata removal of the direct method were checked against a real
+#: cluster (16.2.15). Elsewhere the planner falls back to S3 and says why.
+DIRECT_VERIFIED_RELEASES = ("pacific",)
+
+# Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (FIELD-NOTES;
+# bench/purge.py measures them again side by side).
+MEASURED = {"s3_one_batch": 291, "s3_8_batches": 403, "admin_purge": 168, "admin_bypass_gc": 214,
+            "rados_floor": 1535}
+
+
+class NotNow(RgwkeeperError):
+    """The bucket cannot be purged safely at the moment (e.g. it is being resharded); retry later."""
+
+
+@dataclass(frozen=True)
+class PurgeRequest:
+    """What the operator (or the daemon) asked for."""
+
+    bucket: str
+    prefix: str | None = None
+    older_than_s: float | None = None  # only objects last modified more than this long ago
+    larger_than: int | None = None  # bytes, strictly larger
+    smaller_than: int | None = None  # bytes, strictly smaller
+    method: str = "auto"
+
+    def __post_init__(self) -> None:
+        validate_bucket(self.bucket)
+        if self.prefix is not None:
+            validate_prefix(self.prefix)
+        if self.method not in METHODS:
+            raise UsageError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.older_than_s is not None and self.older_than_s <= 0:
+            raise UsageError("--older-than must be positive")
+
+    @property
+    def whole_bucket(self) -> bool:
+        return self.prefix is None and self.older_than_s is None and self.larger_than is None \
+            and self.smaller_than is None
+
+    def key(self) -> str:
+        """Identity of the request for checkpoints: the same command resumes the same plan."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        parts = [f"prefix {self.prefix!r}" if self.prefix else "whole bucket"]
+        if self.older_than_s is not None:
+            parts.append(f"older than {_duration(self.older_than_s)}")
+        if self.larger_than is not None:
+            parts.append(f"larger than {self.larger_than} B")
+        if self.smaller_than is not None:
+            parts.append(f"smaller than {self.smaller_than} B")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Concurrency and timeouts (from ``[purge]`` in the config)."""
+
+    s3_batches_in_flight: int = 8
+    rados_ops_in_flight: int = 256
+    max_concurrent_ios: int | None = None
+    long_timeout_s: float = 21600.0
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    summary: str
+    admin: tuple[tuple[str, ...], ...] = ()  # radosgw-admin argv tails, run in this order
+    calls: tuple[str, ...] = ()  # S3 and librados calls, as they will be made
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "summary": self.summary, "admin": [list(a) for a in self.admin],
+                "calls": list(self.calls), "params": dict(self.params)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Step":
+        return cls(kind=d["kind"], summary=d["summary"], admin=tuple(tuple(a) for a in d["admin"]),
+                   calls=tuple(d["calls"]), params=dict(d["params"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PurgeRequest
+    profile: BucketProfile
+    method: str
+    reasons: tuple[str, ...]  # why this method
+    rejected: tuple[tuple[str, str], ...]  # (method, why not)
+    steps: tuple[Step, ...]
+    cutoff_s: float | None  # absolute: objects modified before this (epoch seconds) are purged
+    created_at: float
+    tuning: Tuning
+
+    @property
+    def plan_id(self) -> str:
+        return hashlib.sha256(f"{self.profile.bucket_id}/{self.request.key()}/{self.created_at}".encode()).hexdigest()[:12]
+
+    def commands(self, argv_of: Callable[..., Sequence[str]] | None = None) -> list[str]:
+        """Every command and call, in order, as it will run."""
+        out = []
+        for step in self.steps:
+            out.extend(render_admin(a, argv_of) for a in step.admin)
+            out.extend(step.calls)
+        return out
+
+    def show(self, argv_of: Callable[..., Sequence[str]] | None = None) -> list[str]:
+        p = self.profile
+        lines = [
+            f"purge plan {self.plan_id}: bucket {p.bucket} (id {p.bucket_id}), {self.request.describe()}",
+            f"  bucket: {p.num_objects:,} objects, {human_bytes(p.size_bytes)} (mean {human_bytes(p.mean_object_bytes)}), "
+            f"{p.incomplete_uploads} incomplete uploads, versioning {p.versioning}, owner {p.owner}, "
+            f"{p.num_shards} index shards, data pool {p.data_pool}",
+            f"  cluster: ceph {p.version} ({p.release}), {p.zones} zone(s) in the zonegroup, "
+            f"head chunk {human_bytes(p.head_chunk_bytes)}",
+            f"method: {self.method}" + (" (chosen automatically)" if self.request.method == "auto" else " (asked for)"),
+        ]
+        lines += [f"  why: {r}" for r in self.reasons]
+        lines += [f"  not {m}: {why}" for m, why in self.rejected]
+        lines.append("steps:")
+        for i, step in enumerate(self.steps, 1):
+            lines.append(f"  {i}. {step.summary}")
+            lines += [f"     $ {render_admin(a, argv_of)}" for a in step.admin]
+            lines += [f"     > {c}" for c in step.calls]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan_id": self.plan_id, "request": asdict(self.request), "profile": self.profile.to_dict(),
+                "method": self.method, "reasons": list(self.reasons),
+                "rejected": [list(r) for r in self.rejected], "steps": [s.to_dict() for s in self.steps],
+                "cutoff_s": self.cutoff_s, "created_at": self.created_at, "tuning": asdict(self.tuning)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        return cls(request=PurgeRequest(**d["request"]), profile=BucketProfile.from_dict(d["profile"]),
+                   method=d["method"], reasons=tuple(d["reasons"]),
+                   rejected=tuple((m, w) for m, w in d["rejected"]),
+                   steps=tuple(Step.from_dict(s) for s in d["steps"]), cutoff_s=d["cutoff_s"],
+                   created_at=d["created_at"], tuning=Tuning(**d["tuning"]))
+
+
+def render_admin(args: Sequence[str], argv_of: Callable[..., Sequence[str]] | None = None) -> str:
+    return shlex.join(argv_of(*args) if argv_of else ["radosgw-admin", *args])
+
+
+# -- the decision -------------------------------------------------------------------------------
+
+def check_protected(bucket: str, patterns: Sequence[str]) -> None:
+    for pat in patterns:
+        if fnmatch.fnmatchcase(bucket, pat):
+            raise UsageError(f"bucket {bucket!r} is protected (purge.protected_buckets pattern {pat!r}); "
+                             "nothing was changed")
+
+
+def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str | None:
+    """Why ``method`` must not be used here, or None if it may."""
+    p = profile
+    if method == "direct":
+        if not request.whole_bucket:
+            return ("it removes heads and then drops the whole bucket index; a partial purge would leave "
+                    "index entries without heads")
+        if p.versioning != "off":
+            return (f"versioning is {p.versioning}: versions live behind an object logical head (OLH) in "
+                    "the index, which only RGW keeps consistent")
+        if p.zones > 1:
+            return (f"the zonegroup has {p.zones} zones: RADOS removals are not replicated (no bucket index "
+                    "log entries), so other zones would keep the objects")
+        if p.indexless:
+            return "the bucket is indexless: there is no index to list heads from"
+        if p.release not in DIRECT_VERIFIED_RELEASES:
+            return (f"the RADOS head layout and metadata removal were verified on "
+                    f"{', '.join(DIRECT_VERIFIED_RELEASES)} only; this cluster runs {p.release}")
+        return None
+    if method in ("admin-purge", "admin-purge-bypass-gc"):
+        if not request.whole_bucket:
+            return "radosgw-admin bucket rm removes whole buckets only"
+        if method == "admin-purge-bypass-gc" and p.versioning != "off":
+            return ("--bypass-gc deletes tail objects without their reference counts (tracker 73348); "
+                    "on a versioned bucket there is no cheap proof that no version has shared tails")
+        return None
+    if method == "lifecycle":
+        if request.older_than_s is not None and (request.older_than_s % DAY_S or request.older_than_s < DAY_S):
+            return "lifecycle counts whole days: give --older-than as a whole number of days (Nd)"
+        if (request.larger_than is not None or request.smaller_than is not None) and \
+                p.release not in SIZE_FILTER_RELEASES:
+            return f"lifecycle size filters need Reef or later; this cluster runs {p.release}"
+        if request.whole_bucket and p.versioning != "off":
+            return ("on a versioned bucket expiration only adds delete markers; noncurrent versions go at "
+                    "the earliest a day later")
+        return None
+    return None
+
+
+def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str], list[tuple[str, str]]]:
+    """(method, reasons, rejected) for ``request.method == "auto"``."""
+    p = profile
+    rejected: list[tuple[str, str]] = []
+    pacific_note = ("" if p.release == "pacific" else
+                    f" (rates measured on Pacific; not measured on {p.release})")
+    if request.whole_bucket:
+        why_not_direct = refusal("direct", p, request)
+        if why_not_direct is None and p.mean_object_bytes > p.head_chunk_bytes:
+            why_not_direct = (f"the mean object size {human_bytes(p.mean_object_bytes)} is above the head chunk "
+                              f"{human_bytes(p.head_chunk_bytes)}: most objects have tails, which must go "
+                              "through RGW anyway")
+        admin_why = (f"radosgw-admin bucket rm --purge-objects was measured at {MEASURED['admin_purge']}/s, "
+                     f"below S3 batches ({MEASURED['s3_one_batch']}-{MEASURED['s3_8_batches']}/s){pacific_note}")
+        bypass_why = ("--bypass-gc deletes tails without their reference counts and destroyed copies in other "
+                      f"buckets (tracker 73348); measured {MEASURED['admin_bypass_gc']}/s")
+        if why_not_direct is None:
+            reasons = [
+                f"{p.num_objects:,} objects of mean size {human_bytes(p.mean_object_bytes)} (head chunk "
+                f"{human_bytes(p.head_chunk_bytes)}): most are head-only, and head-only objects are removed "
+                "directly from the data pool with librados, close to the RADOS removal floor "
+                f"({MEASURED['rados_floor']}/s with rados cleanup) instead of RGW's per-request cost",
+                "objects with tails, multipart objects and incomplete uploads still go through RGW "
+                "(S3 DeleteObjects + GC), so tails shared with copies in other buckets keep their "
+                "references (tracker 73348)",
+                "single zone, versioning off, release verified: the bucket index and metadata can be "
+                "dropped after the heads are gone",
+            ]
+            rejected += [("s3", f"RGW's per-request CPU limits it to {MEASURED['s3_one_batch']}-"
+                                f"{MEASURED['s3_8_batches']}/s here{pacific_note}"),
+                         ("admin-purge", admin_why), ("admin-purge-bypass-gc", bypass_why)]
+            return "direct", reasons, rejected
+        reasons = [f"S3 DeleteObjects in 1000-key batches, several in flight, then GC processed: the fastest "
+                   f"stock path measured here{pacific_note}, and tails keep their reference counts"]
+        rejected += [("direct", why_not_direct), ("admin-purge", admin_why), ("admin-purge-bypass-gc", bypass_why)]
+        return "s3", reasons, rejected
+    reasons = ["a listing filtered exactly (prefix, age to the second, size), deleted with S3 DeleteObjects "
+               "batches; checkpointed, so an interrupted run resumes"]
+    rejected.append(("direct", refusal("direct", p, request) or ""))
+    rejected.append(("lifecycle", refusal("lifecycle", p, request) or
+                     "runs at RGW's own pace inside lc process; chosen only when asked (--method lifecycle)"))
+    return "s3", reasons, rejected
+
+
+def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuning(),
+         protected: Sequence[str] = (), now: float) -> Plan:
+    """Decide how to purge; raise UsageError (refused) or NotNow (retry later)."""
+    p = profile
+    check_protected(p.bucket, protected)
+    if p.bucket != request.bucket:
+        raise ValueError("profile and request name different buckets")
+    if p.object_lock:
+        raise UsageError(f"bucket {p.bucket!r} has S3 Object Lock enabled: purging it would break retention; "
+                         "nothing was changed")
+    if p.resharding:
+        raise NotNow(f"bucket {p.bucket!r} is being resharded; retry when `radosgw-admin reshard status` "
+                     "shows it done")
+    if request.method == "auto":
+        method, reasons, rejected = choose(p, request)
+    else:
+        why = refusal(request.method, p, request)
+        if why is not None:
+            raise UsageError(f"method {request.method} cannot purge {p.bucket!r}: {why}; nothing was changed")
+        method, reasons, rejected = request.method, ["asked for with --method"], []
+    cutoff = now - request.older_than_s if request.older_than_s is not None else None
+    steps = _steps(method, p, request, tuning, cutoff)
+    draft = Plan(request=request, profile=p, method=method, reasons=tuple(reasons), rejected=tuple(rejected),
+                 steps=(), cutoff_s=cutoff, created_at=now, tuning=tuning)
+    # The lifecycle rule's ID carries the plan id, which depends on everything else.
+    steps = [_with_plan_id(s, draft.plan_id) for s in steps]
+    return Plan(**{**draft.__dict__, "steps": tuple(steps)})
+
+
+def _with_plan_id(step: Step, plan_id: str) -> Step:
+    if step.kind != "lifecycle_apply":
+        return step
+    rules = purge_rule(step.params.get("prefix"), step.params.get("older_than_s"), plan_id)
+    return Step(kind=step.kind, summary=step.summary, admin=step.admin,
+                calls=(f"S3 GetBucketLifecycleConfiguration, then PutBucketLifecycleConfiguration with the "
+                       f"bucket's rules plus {json.dumps(rules)}",),
+                params={**step.params, "rules": rules})
+
+
+def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: float | None) -> list[Step]:
+    b = p.bucket
+    marker = p.marker
+    scope = {"prefix": r.prefix, "cutoff_s": cutoff, "larger_than": r.larger_than, "smaller_than": r.smaller_than}
+    listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
+    quota = AdminApi.bucket_quota_params(p.owner, b, max_objects=0, max_size_kb=0, enabled=True)
+    fence = Step("fence", "fence writes: a bucket quota of 0 objects and 0 bytes, so nothing new lands in "
+                 "the bucket while it is purged (RGW answers QuotaExceeded at once; deletes still work)",
+                 calls=(f"admin API PUT /admin/bucket?{urlencode(quota)}",), params={"owner": p.owner})
+    aborts = Step("abort_uploads", "abort incomplete multipart uploads" + (f" under {r.prefix!r}" if r.prefix else "")
+                  + (" started before the cutoff" if cutoff else "") + " (their parts go to GC)",
+                  calls=(f"S3 ListMultipartUploads bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "")
+                         + ", then AbortMultipartUpload for each",), params=scope)
+    gc = Step("gc_process", "process GC now, including entries not yet due (rgw_gc_obj_min_wait is 2 h by "
+              "default), so the tails' space really comes back", admin=(rgwa.gc_process_args(include_all=True),))
+    verify = Step("verify", "read the end state back" + (
+        ": bucket gone, its index shards and RADOS objects gone from the pools (tails still referenced by "
+        "copies elsewhere are kept and named), no GC entries left, owner's stats synced"
+        if r.whole_bucket else ": nothing matching left under the prefix (objects, versions, uploads)"),
+        calls=_verify_calls(p, r), params={**scope, "whole_bucket": r.whole_bucket})
+    s3_delete = Step(
+        "delete_objects",
+        f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
+        + (" (every version and delete marker)" if p.versioning != "off" else ""),
+        calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + " MaxKeys=1000",
+               f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
+        params={**scope, "strategy": "s3", "versions": p.versioning != "off"})
+    steps: list[Step] = []
+    if method == "direct":
+        steps.append(fence)
+        if p.has_lifecycle:
+            steps.append(Step("drop_lifecycle", "remove the bucket's lifecycle configuration first, so RGW's "
+                              "lifecycle list keeps no entry for a bucket that is about to be gone",
+                              calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
+        steps.append(aborts)
+        steps.append(Step(
+            "delete_objects",
+            f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
+            f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
+            f"({t.s3_batches_in_flight} batches in flight)",
+            calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys=1000",
+                   f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
+                   f"{p.head_chunk_bytes} B with a single-part ETag; remove it where its size equals the "
+                   "object's (all data in the head: no tail to share)",
+                   f"S3 DeleteObjects bucket={b} Quiet=true for the others (tails go to GC with their "
+                   "reference counts)"),
+            params={**scope, "strategy": "direct", "versions": False}))
+        shards = index_shard_oids(p.bucket_id, p.num_shards)
+        steps.append(Step(
+            "drop_bucket",
+            "drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
+            "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile process "
+            "GC, including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so tails' space "
+            "really comes back",
+            admin=(rgwa.metadata_rm_args(f"bucket:{b}"), rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
+                   rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
+            calls=("before dropping: bucket stats must count only the index entries of heads removed directly; "
+                   "otherwise sweep the index again",
+                   f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
+                   + " (what radosgw-admin bi purge does, without a process per call)"),
+            params={"owner": p.owner}))
+    elif method == "s3":
+        if r.whole_bucket:
+            steps.append(fence)
+        steps += [aborts, s3_delete]
+        if r.whole_bucket:
+            steps.append(Step("delete_bucket", "delete the now empty bucket (RGW unlinks it and syncs the "
+                              "owner's stats)", calls=(f"S3 DeleteBucket bucket={b}",)))
+        steps.append(gc)
+    elif method in ("admin-purge", "admin-purge-bypass-gc"):
+        bypass = method == "admin-purge-bypass-gc"
+        if bypass:
+            steps.append(fence)
+            steps.append(Step(
+                "prove_head_only", "read-only proof that no object has tails and no upload is pending: "
+                "--bypass-gc deletes tails without their reference counts (tracker 73348)",
+                calls=(f"S3 ListObjectsV2 bucket={b}; librados stat {marker}_<key>: size must equal the "
+                       "object's; S3 ListMultipartUploads must be empty",),
+                params={**scope}))
+        steps.append(Step(
+            "admin_bucket_rm", "remove the bucket and its objects inside radosgw-admin"
+            + (" (tails removed at once, bypassing GC)" if bypass else "") + "; it exits 0 even when the "
+            "bucket does not exist, so the end state is read back",
+            admin=(rgwa.bucket_rm_args(b, purge_objects=True, bypass_gc=bypass,
+                                       max_concurrent_ios=t.max_concurrent_ios),)))
+        if not bypass:
+            steps.append(gc)
+    elif method == "lifecycle":
+        if r.whole_bucket:
+            steps.append(fence)
+        steps.append(aborts)
+        steps.append(Step("lifecycle_apply", "add an expiration rule for what is to be purged to the bucket's "
+                          "lifecycle configuration (its other rules are kept)",
+                          params={"prefix": r.prefix, "older_than_s": r.older_than_s}))
+        steps.append(Step("lc_process", "run lifecycle for this bucket now instead of waiting for "
+                          "rgw_lifecycle_work_time", admin=(rgwa.lc_process_args(b),)))
+        steps.append(Step("lifecycle_restore", "put the bucket's previous lifecycle configuration back",
+                          calls=("S3 PutBucketLifecycleConfiguration with the rules read before (or "
+                                 "DeleteBucketLifecycle if there were none)",)))
+        if r.whole_bucket:
+            steps.append(Step("delete_bucket", "delete the now empty bucket", calls=(f"S3 DeleteBucket bucket={b}",)))
+        steps.append(gc)
+    else:  # pragma: no cover - METHODS is checked in PurgeRequest
+        raise ValueError(method)
+    steps.append(verify)
+    return steps
+
+
+def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
+    if r.whole_bucket:
+        return (f"radosgw-admin bucket stats --bucket {p.bucket} must say it does not exist; S3 HeadBucket 404",
+                f"librados {p.index_pool}: stat .dir.{p.bucket_id}.<0..{max(p.num_shards, 1) - 1}> -> ENOENT",
+                f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
+                "tails whose refcount xattr still holds references from copies",
+                "radosgw-admin gc list --include-all: no entry for those objects",
+                f"radosgw-admin user stats --uid {p.owner}; bucket list --uid {p.owner} does not name it")
+    listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
+    return (f"S3 {listing} bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
+            + ": nothing matching left",
+            f"S3 ListMultipartUploads bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
+            + ": nothing matching left",
+            "radosgw-admin gc list --include-all: no entry for the bucket's objects")
+
+
+def _duration(s: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n and s % n == 0:
+            return f"{int(s // n)}{unit}"
+    return f"{s:g}s"
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``15m``, ``12h``, ``7d`` (or plain seconds) -> seconds."""
+    t = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError:
+        raise UsageError(f"duration {text!r} is not like 30s, 15m, 12h or 7d") from None
+    if value <= 0:
+        raise UsageError(f"duration {text!r} must be positive")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """``4096``, ``64K``, ``4M``, ``1G`` (powers of 1024) -> bytes."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, KeyError):
+        raise UsageError(f"size {text!r} is not like 4096, 64K, 4M or 1G") from None
+    if value < 0:
+        raise UsageError(f"size {text!r} must not be negative")
+    return value

@@ -1,0 +1,139 @@
+"""What the planner needs to know about one bucket and its cluster, as a frozen dataclass.
+
+:func:`parse_profile` is pure (fed captured radosgw-admin JSON in the unit tests);
+:func:`gather_profile` reads it from the cluster, in parallel where the calls are independent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.errors import NotFound, UsageError
+from rgwkeeper.names import validate_bucket
+from rgwkeeper.snapshot import parse_release
+
+#: rgw_max_chunk_size's default: the most data RGW keeps in an object's head (the first
+#: RADOS object, ``<marker>_<key>``); anything past it goes to tail objects.
+DEFAULT_HEAD_CHUNK_BYTES = 4 << 20
+
+# RGWBucketFlags (rgw_common.h): the bits of bucket_info.flags a purge cares about.
+BUCKET_VERSIONED = 0x2
+BUCKET_VERSIONS_SUSPENDED = 0x4
+BUCKET_OBJ_LOCK_ENABLED = 0x20
+
+
+class NoSuchBucket(UsageError):
+    """The bucket does not exist (radosgw-admin's own ``bucket rm`` exits 0 for that)."""
+
+
+@dataclass(frozen=True)
+class BucketProfile:
+    bucket: str
+    bucket_id: str
+    marker: str  # prefix of the bucket's RADOS objects: <marker>_<key>, <marker>__shadow_...
+    owner: str
+    num_shards: int
+    placement_rule: str
+    num_objects: int  # rgw.main: objects (and versions) in the index
+    size_bytes: int  # rgw.main logical size
+    incomplete_uploads: int  # rgw.multimeta entries: one per incomplete multipart upload
+    versioning: str  # "off", "enabled", "suspended" (suspended buckets still hold versions)
+    object_lock: bool
+    has_lifecycle: bool
+    indexless: bool
+    resharding: bool
+    data_pool: str
+    index_pool: str
+    data_extra_pool: str
+    zones: int  # zones in the zonegroup; more than one means multisite replication
+    release: str
+    version: str
+    head_chunk_bytes: int = DEFAULT_HEAD_CHUNK_BYTES
+
+    @property
+    def mean_object_bytes(self) -> float:
+        return self.size_bytes / self.num_objects if self.num_objects else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "BucketProfile":
+        return cls(**d)
+
+
+def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placement: Mapping[str, Any],
+                  zones: list[str], versions: Mapping[str, Any],
+                  head_chunk_bytes: int | None = None) -> BucketProfile:
+    """Combine ``bucket stats``, ``metadata get bucket.instance:B:ID``, the zone's placement
+    pools, the zonegroup's zones and ``ceph versions`` into a profile."""
+    info = instance.get("data", {}).get("bucket_info", {})
+    attrs = {a.get("key") for a in instance.get("data", {}).get("attrs", [])}
+    flags = int(info.get("flags", 0))
+    usage = stats.get("usage", {})
+    main = usage.get("rgw.main", {})
+    rule = info.get("placement_rule") or stats.get("placement_rule") or "default-placement"
+    pools = placement.get(rule.split("/")[0], {})
+    explicit = info.get("bucket", {}).get("explicit_placement", {}) or {}
+    release, version = parse_release(versions)
+    if flags & BUCKET_VERSIONS_SUSPENDED:
+        versioning = "suspended"
+    elif flags & BUCKET_VERSIONED:
+        versioning = "enabled"
+    else:
+        versioning = "off"
+    return BucketProfile(
+        bucket=stats["bucket"],
+        bucket_id=stats["id"],
+        marker=stats["marker"],
+        owner=stats["owner"],
+        num_shards=int(stats.get("num_shards", info.get("num_shards", 0))),
+        placement_rule=rule,
+        num_objects=int(main.get("num_objects", 0)),
+        size_bytes=int(main.get("size", 0)),
+        incomplete_uploads=int(usage.get("rgw.multimeta", {}).get("num_objects", 0)),
+        versioning=versioning,
+        object_lock=bool(flags & BUCKET_OBJ_LOCK_ENABLED) or "user.rgw.object-lock" in attrs,
+        has_lifecycle="user.rgw.lc" in attrs,
+        indexless=int(info.get("index_type", 0)) != 0,
+        resharding=int(info.get("reshard_status", 0)) != 0,
+        # Buckets created before placement rules carry their pools in explicit_placement.
+        data_pool=explicit.get("data_pool") or pools.get("data_pool", ""),
+        index_pool=explicit.get("index_pool") or pools.get("index_pool", ""),
+        data_extra_pool=explicit.get("data_extra_pool") or pools.get("data_extra_pool", ""),
+        zones=max(1, len(zones)),
+        release=release,
+        version=version,
+        head_chunk_bytes=head_chunk_bytes or DEFAULT_HEAD_CHUNK_BYTES,
+    )
+
+
+async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter) -> BucketProfile:
+    """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist."""
+    validate_bucket(bucket)
+
+    async def head_chunk() -> int | None:
+        try:
+            out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_chunk_size"})
+        except Exception:  # noqa: BLE001 - only an efficiency hint: the per-object check decides
+            return None
+        try:
+            return int(out) if out is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    try:
+        stats, placement, zones, versions, chunk = await asyncio.gather(
+            rgw.bucket_stats(bucket), rgw.zone_placement(), rgw.zonegroup_zones(),
+            rados.acommand({"prefix": "versions"}), head_chunk())
+    except NotFound:
+        raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
+    try:
+        instance = await rgw.metadata_get(f"bucket.instance:{bucket}:{stats['id']}")
+    except NotFound:
+        raise NoSuchBucket(f"bucket {bucket!r} disappeared while it was being read") from None
+    return parse_profile(stats, instance, placement, zones, versions or {}, chunk)
