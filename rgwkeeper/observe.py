@@ -84,16 +84,26 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
             {"prefix": "config get", "who": "client.rgw", "key": "rgw_max_objs_per_shard"})
         return {"rgw_max_objs_per_shard": out, "source": "mon config database (client.rgw)"}
 
-    tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit())]
+    async def reshard_limits() -> Any:
+        out: dict[str, Any] = {"rgw_max_dynamic_shards": await adapters.rados.acommand(
+            {"prefix": "config get", "who": "client.rgw", "key": "rgw_max_dynamic_shards"})}
+        if adapters.radosgw_admin is not None:
+            zonegroup = await adapters.radosgw_admin.json("zonegroup", "get")
+            out["zonegroup_zones"] = len((zonegroup or {}).get("zones", []))
+        return out
+
+    tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit()),
+                        guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits())]
     if adapters.admin_api is not None:
         tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
     if adapters.radosgw_admin is not None:
         tasks.append(guarded("radosgw-admin reshard list", adapters.radosgw_admin.reshard_list()))
-    osd_results, limit, *rest = await asyncio.gather(*tasks)
+    osd_results, limit, reshard, *rest = await asyncio.gather(*tasks)
 
     raw["osd_bluefs"] = {str(i): perf for i, perf, _ in osd_results if perf is not None}
     raw["osd_config"] = {str(i): opts for i, _, opts in osd_results if opts}
     raw["rgw_limit"] = limit
+    raw["reshard_limits"] = reshard
     raw["buckets"] = rest[0] if adapters.admin_api is not None else None
     raw["reshard_queue"] = rest[-1] if adapters.radosgw_admin is not None else None
     raw["collect_seconds"] = round(time.monotonic() - t0, 3)

@@ -175,6 +175,8 @@ class Snapshot:
     max_objs_per_shard_source: str
     buckets: tuple[BucketShards, ...]
     pg_health: PgHealth = field(default=PgHealth(0, 0, 0.0, 0.0))
+    max_dynamic_shards: int = 1999  # rgw_max_dynamic_shards
+    multisite: bool = False  # the zonegroup has more than one zone
     errors: tuple[ObserveError, ...] = field(default=())
 
     # -- derived views ---------------------------------------------------------------------
@@ -253,6 +255,8 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         max_objs_per_shard_source=limit_source,
         buckets=parse_buckets(raw.get("buckets") or [], raw.get("reshard_queue") or [], limit, shard_warning_ratio),
         pg_health=parse_pg_health(raw["status"]),
+        max_dynamic_shards=int((raw.get("reshard_limits") or {}).get("rgw_max_dynamic_shards") or 1999),
+        multisite=int((raw.get("reshard_limits") or {}).get("zonegroup_zones") or 1) > 1,
         errors=tuple(ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])),
     )
 

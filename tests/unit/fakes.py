@@ -82,6 +82,8 @@ def rados_from_observation(obs: dict[str, Any], scrub_options: Sequence[str]) ->
             fake.expect({"prefix": "config get", "var": name}, {name: opts[name]}, osd=int(osd))
     fake.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_objs_per_shard"},
                 obs["rgw_limit"]["rgw_max_objs_per_shard"])
+    fake.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_dynamic_shards"},
+                obs["reshard_limits"]["rgw_max_dynamic_shards"])
     return fake
 
 

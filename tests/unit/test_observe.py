@@ -16,7 +16,7 @@ from rgwkeeper.config import Config
 from rgwkeeper.errors import CephError
 from rgwkeeper.observe import Adapters, collect_raw
 from rgwkeeper.snapshot import parse
-from tests.unit.fakes import FakeRGWAdmin, FakeRunner, UnexpectedCall, load_fixture, rados_from_observation
+from tests.unit.fakes import FIXTURES, FakeRGWAdmin, FakeRunner, UnexpectedCall, load_fixture, rados_from_observation
 import json
 
 
@@ -37,6 +37,7 @@ def _adapters(tmp_path, fake_rados, obs):
     rados = RadosAdapter(access, factory=lambda a: fake_rados)
     rados.connect()
     runner = FakeRunner().expect(["reshard", "list", "--format=json"], json.dumps(obs["reshard_queue"]))
+    runner.expect(["zonegroup", "get", "--format=json"], (FIXTURES / "zonegroup-get.json").read_text())
     admin = FakeRGWAdmin()
     admin.expect("get", "/admin/bucket?format=json&stats=True", obs["buckets"])
     api = AdminApi("http://rgw:8080", RgwCredentials("AK", "SK"), timeout_s=5, factory=lambda **kw: admin)
@@ -53,7 +54,7 @@ def test_collect_raw_reproduces_the_capture(tmp_path, obs):
         adapters.rados.close()
     assert raw["errors"] == []
     for key in ("status", "health", "df", "osd_dump", "osd_df", "pool_stats", "versions",
-                "osd_bluefs", "osd_config", "buckets", "reshard_queue"):
+                "osd_bluefs", "osd_config", "buckets", "reshard_queue", "reshard_limits"):
         assert raw[key] == obs[key], key
     assert parse(raw).to_dict()["derived"] == parse(obs).to_dict()["derived"]
     # Every per-OSD call went to an OSD that is up, and each OSD got its perf dump.
@@ -114,4 +115,4 @@ def test_configured_shard_limit_skips_the_mon_lookup(tmp_path, obs):
     finally:
         adapters.rados.close()
     assert raw["rgw_limit"] == {"rgw_max_objs_per_shard": 500, "source": "config"}
-    assert not any(c.get("who") == "client.rgw" for _, c in fake.calls)
+    assert not any(c.get("key") == "rgw_max_objs_per_shard" for _, c in fake.calls)
