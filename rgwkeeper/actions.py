@@ -147,3 +147,18 @@ class CompactOsd:
 
     def command(self) -> str:
         return f"ceph tell osd.{self.osd_id} compact"
+
+
+@dataclass(frozen=True)
+class RunExpire:
+    """Run the configured expiry rules now: ``rgwkeeper expire --yes`` (the purge engine)."""
+
+    reason: str = ""
+
+    key = "expire"
+
+    def args(self) -> list[str]:
+        return ["expire", "--yes", "--json"]
+
+    def command(self) -> str:
+        return shlex.join(["rgwkeeper", *self.args()])

@@ -201,6 +201,34 @@ class PurgeSection:
 
 
 @dataclass(frozen=True)
+class SpilloverSection:
+    """BlueFS spillover: compaction one OSD at a time while quiet."""
+
+    enabled: bool = opt(True, "Compact OSDs whose BlueFS spills onto the slow device (ceph tell osd.N compact).")
+    max_write_ops: float = opt(5000.0, "Compact only while the smoothed client write op/s on the RGW data "
+                               "pools is below this.", min=0.0)
+    min_interval_s: float = opt(86400.0, "Do not compact the same OSD again within this many seconds.",
+                                min=0.0, max=30 * 86400.0)
+    db_headroom: float = opt(1.3, "When compaction does not clear spillover, recommend a DB device of "
+                             "(db_used + slow_used) times this, rounded up to GiB.", min=1.0, max=10.0)
+
+
+@dataclass(frozen=True)
+class FillSection:
+    """Fill alerts (raw and per OSD) and the expiry trigger."""
+
+    warn_margin: float = opt(0.05, "Alert when raw or any OSD's used fraction reaches the OSDMap's "
+                             "nearfull_ratio minus this.", min=0.0, max=0.5)
+    hysteresis: float = opt(0.02, "An alert clears only once used is this much below where it was raised.",
+                            min=0.0, max=0.2)
+    expire_at_ratio: float | None = opt(
+        None, "Raw used fraction at which the daemon runs the [purge] expire_rules now (rgwkeeper expire "
+        "--yes), once per crossing. Unset: never.", min=0.0, max=1.0)
+    rate_window_s: float = opt(3600.0, "Seconds of fill samples the projected time to nearfull is fitted on.",
+                               min=60.0, max=30 * 86400.0)
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     rgw: RgwSection = field(default_factory=RgwSection)
@@ -209,6 +237,8 @@ class Config:
     gates: GatesSection = field(default_factory=GatesSection)
     scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
     preshard: PreshardSection = field(default_factory=PreshardSection)
+    spillover: SpilloverSection = field(default_factory=SpilloverSection)
+    fill: FillSection = field(default_factory=FillSection)
     purge: PurgeSection = field(default_factory=PurgeSection)
 
     def cluster_defaults(self) -> ClusterDefaults:
@@ -221,7 +251,8 @@ class Config:
 
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
-    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection, "purge": PurgeSection,
+    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection,
+    "spillover": SpilloverSection, "fill": FillSection, "purge": PurgeSection,
 }
 
 

@@ -18,8 +18,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
-from rgwkeeper.actions import Action, RemoveConfig, RestoreAll, SetConfig, SetFlag, UnsetFlag
+from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, RemoveConfig, ReshardBucket, RestoreAll, RunExpire,
+                               SetConfig, SetFlag, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, subprocess_runner
+from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, RgwkeeperError
 from rgwkeeper.journal import Journal, Override
 
@@ -39,6 +42,7 @@ class ActionResult:
     detail: str
     effective: Mapping[int, str] = field(default_factory=dict)
     changed: bool = True  # False: the setting already had this value; nothing was sent
+    data: Mapping[str, Any] = field(default_factory=dict)  # e.g. a compaction's before/after
 
 
 def same_value(a: str | None, b: str | None) -> bool:
@@ -54,7 +58,16 @@ def same_value(a: str | None, b: str | None) -> bool:
 class Executor:
     def __init__(self, rados: RadosAdapter, journal: Journal, *, holder: str, lease_s: float,
                  may_act: Callable[[], bool] = lambda: True, wall_clock: Callable[[], float] = time.time,
-                 readback_timeout_s: float = READBACK_TIMEOUT_S) -> None:
+                 readback_timeout_s: float = READBACK_TIMEOUT_S, rgw: RadosgwAdmin | None = None,
+                 s3: S3Adapter | None = None, ceph_cli: RadosgwAdmin | None = None,
+                 rgwkeeper_cmd: list[str] | None = None, cli_flags: list[str] | None = None,
+                 long_timeout_s: float = 3600.0) -> None:
+        self.rgw = rgw
+        self.s3 = s3
+        self.ceph_cli = ceph_cli
+        self.rgwkeeper_cmd = rgwkeeper_cmd
+        self.cli_flags = cli_flags or []
+        self.long_timeout_s = long_timeout_s
         self.rados = rados
         self.journal = journal
         self.holder = holder
@@ -115,6 +128,12 @@ class Executor:
                 results.append(await self._set_config(action))
             elif isinstance(action, SetFlag):
                 results.append(await self._set_flag(action))
+            elif isinstance(action, (CreateBucket, ReshardBucket)):
+                results.append(await self._bucket(action))
+            elif isinstance(action, CompactOsd):
+                results.append(await self._compact(action))
+            elif isinstance(action, RunExpire):
+                results.append(await self._expire(action))
             elif isinstance(action, (RemoveConfig, UnsetFlag)):
                 raise RgwkeeperError(f"{action.command()}: policies give settings back with RestoreAll only")
         return results
@@ -168,6 +187,60 @@ class Executor:
         ok = a.flag in await self.flags()
         return ActionResult(a.command(), ok, "set in the OSDMap" if ok else "not in the OSDMap after osd set",
                             changed=not already)
+
+    async def _bucket(self, a: CreateBucket | ReshardBucket) -> ActionResult:
+        from rgwkeeper import sharding
+        from rgwkeeper.policy.shards import ShardPlan
+
+        self._check_leader()
+        if self.rgw is None:
+            return ActionResult(a.command(), False, "no radosgw-admin runner configured")
+        plan = ShardPlan(a.bucket, isinstance(a, ReshardBucket), 0, getattr(a, "num_shards", 0), (a,), a.reason)
+        try:
+            (done,) = await sharding.apply(plan, self.rgw, self.s3, reshard_timeout_s=self.long_timeout_s)
+        except CephError as exc:
+            return ActionResult(a.command(), False, str(exc))
+        log.info("bucket action", command=a.command(), ok=done.ok, detail=done.detail, reason=a.reason)
+        return ActionResult(a.command(), done.ok, done.detail)
+
+    async def _bluefs(self, osd: int) -> Any:
+        from rgwkeeper.snapshot import parse_bluefs
+
+        perf = await self.rados.acommand({"prefix": "perf dump", "logger": "bluefs"}, osd=osd)
+        return parse_bluefs({str(osd): perf})[0]
+
+    async def _compact(self, a: CompactOsd) -> ActionResult:
+        from rgwkeeper.policy.spillover import record_outcome
+
+        self._check_leader()
+        if self.ceph_cli is None:
+            return ActionResult(a.command(), False, "no ceph CLI runner configured")
+        before = await self._bluefs(a.osd_id)
+        try:
+            # Through the ceph CLI with its own long timeout: librados's osd op timeout
+            # (the short per-call one) would cut a compaction of a big DB short.
+            await self.ceph_cli.run("tell", f"osd.{a.osd_id}", "compact", timeout=self.long_timeout_s)
+        except CephError as exc:
+            return ActionResult(a.command(), False, str(exc))
+        after = await self._bluefs(a.osd_id)
+        outcome = record_outcome(before, after, self.wall_clock())
+        detail = (f"slow_used_bytes {before.slow_used_bytes} -> {after.slow_used_bytes} "
+                  f"({'cleared' if outcome['cleared'] else 'not cleared: the DB device is too small'})")
+        log.info("compacted", command=a.command(), **outcome)
+        return ActionResult(a.command(), True, detail, data={"osd": a.osd_id, **outcome})
+
+    async def _expire(self, a: RunExpire) -> ActionResult:
+        self._check_leader()
+        if not self.rgwkeeper_cmd:
+            return ActionResult(a.command(), False, "no rgwkeeper command configured")
+        argv = [*self.rgwkeeper_cmd, *a.args(), *self.cli_flags]
+        try:
+            done = await subprocess_runner(argv, self.long_timeout_s)
+        except CephError as exc:
+            return ActionResult(a.command(), False, str(exc))
+        tail = (done.stderr.strip().splitlines() or [""])[-1][:300]
+        log.info("expiry run", command=a.command(), exit=done.returncode, reason=a.reason)
+        return ActionResult(a.command(), done.returncode == 0, f"exit {done.returncode}" + (f": {tail}" if tail else ""))
 
     async def restore(self, *, holder: str | None = None, dry_run: bool = False) -> list[ActionResult]:
         """Give back every journaled override (of ``holder`` only, if given), verified."""

@@ -5,14 +5,14 @@ Shared by the daemon (which then acts) and ``rgwkeeper plan`` (which prints the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import time as dtime
+from dataclasses import dataclass, field
+from datetime import datetime, time as dtime
 from typing import Any, Mapping
 
 from rgwkeeper.actions import Action, RestoreAll
 from rgwkeeper.config import Config
 from rgwkeeper.journal import Override
-from rgwkeeper.policy import gates, scrub
+from rgwkeeper.policy import fill, gates, scrub, shards, spillover
 from rgwkeeper.snapshot import Snapshot
 
 
@@ -22,6 +22,11 @@ class Plan:
     scrub: scrub.Decision
     actions: tuple[Action, ...]
     overrides: Mapping[str, Override]
+    shards_reason: str = ""
+    shard_plans: tuple[shards.ShardPlan, ...] = ()
+    spillover: spillover.SpilloverDecision | None = None
+    fill: fill.FillDecision | None = None
+    memory: Mapping[str, Any] = field(default_factory=dict)
 
     def commands(self) -> list[str]:
         out = []
@@ -38,23 +43,71 @@ class Plan:
             "gate": {"open": self.gate.open, "reasons": list(self.gate.reasons)},
             "scrub_throttle": {"state": self.scrub.state, "reason": self.scrub.reason,
                                "smoothed_write_ops": self.scrub.memory.ema_write_ops},
+            "preshard": {"reason": self.shards_reason,
+                         "plans": [{"bucket": p.bucket, "wanted_shards": p.wanted_shards, "reason": p.reason,
+                                    "capped_by": p.capped_by} for p in self.shard_plans]},
+            "spillover": None if self.spillover is None else {
+                "reason": self.spillover.reason,
+                "needs_bigger_db": {f"osd.{k}": v for k, v in self.spillover.needs_bigger_db.items()}},
+            "fill": None if self.fill is None else {
+                "reason": self.fill.reason, "alerts": dict(self.fill.alerts),
+                "projected_seconds_to_nearfull": self.fill.projected_s_to_nearfull},
             "commands": self.commands(),
             "overrides": {k: v.__dict__ for k, v in self.overrides.items()},
         }
 
 
 def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control: Mapping[str, Any],
-         *, now: float, local_time: dtime) -> Plan:
+         *, now: float, local_time: dtime, local_now: datetime | None = None) -> Plan:
     paused = control.get("paused")
     gate = gates.check(snap, cfg.gates, paused=paused, local_time=local_time)
     decision = scrub.decide(snap, cfg.scrub_throttle, scrub.ThrottleMemory.from_dict(control.get("scrub_throttle")),
                             overrides.keys(), now)
+    load = decision.memory.ema_write_ops or 0.0
+    shard_plans, shards_reason = _shard_plans(snap, cfg, load, local_now or datetime.now())
+    spill = spillover.decide(snap, cfg.spillover, control.get("spillover") or {}, smoothed_write_ops=load,
+                             gate_open=gate.open, now=now)
+    fill_d = fill.decide(snap, cfg.fill, control.get("fill") or {}, now=now)
+    changes: tuple[Action, ...] = (*decision.actions, *(a for p in shard_plans for a in p.actions),
+                                   *spill.actions, *fill_d.actions)
     if paused:
         # Pause hands control back to the operator: give everything back, change nothing.
         actions: tuple[Action, ...] = (RestoreAll("paused by an operator"),) if overrides else ()
     elif not gate.open:
         # "Not now" blocks new changes; giving settings back is always allowed.
-        actions = tuple(a for a in decision.actions if isinstance(a, RestoreAll))
+        actions = tuple(a for a in changes if isinstance(a, RestoreAll))
     else:
-        actions = decision.actions
-    return Plan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides))
+        actions = changes
+    memory = {"scrub_throttle": decision.memory.to_dict(), "fill": fill_d.memory}
+    return Plan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides), shards_reason=shards_reason,
+                shard_plans=tuple(shard_plans), spillover=spill, fill=fill_d, memory=memory)
+
+
+def _shard_plans(snap: Snapshot, cfg: Config, load: float, local_now: datetime) -> tuple[list[shards.ShardPlan], str]:
+    ps = cfg.preshard
+    if not ps.daemon_reshards:
+        return [], "daemon resharding disabled (preshard.daemon_reshards)"
+    target = max(1, int(snap.max_objs_per_shard * ps.target_ratio))
+    by_name = {b.bucket: b for b in snap.buckets}
+    plans: list[shards.ShardPlan] = []
+    reasons = []
+    for ingest in ps.plans:
+        not_before = ingest.get("not_before")
+        if not_before is not None and local_now < datetime.fromisoformat(str(not_before)).replace(tzinfo=None):
+            reasons.append(f"ingest plan for {ingest['bucket']} waits until {not_before}")
+            continue
+        b = by_name.get(ingest["bucket"])
+        state = shards.BucketState(exists=b is not None, num_shards=b.num_shards if b else 0,
+                                   num_objects=b.num_objects if b else 0,
+                                   in_reshard_queue=bool(b and b.in_reshard_queue))
+        p = shards.plan_shards(ingest["bucket"], int(ingest["expected_objects"]), state,
+                               target_objects_per_shard=target, max_shards=snap.max_dynamic_shards,
+                               multisite=snap.multisite, why="ingest plan from the config")
+        if p.actions:
+            plans.append(p)
+    near, why = shards.approaching(snap, reshard_at_ratio=ps.reshard_at_ratio, growth_factor=ps.growth_factor,
+                                   target_ratio=ps.target_ratio, max_write_ops=ps.max_write_ops,
+                                   smoothed_write_ops=load, max_shards=snap.max_dynamic_shards,
+                                   multisite=snap.multisite)
+    plans.extend(p for p in near if p.bucket not in {q.bucket for q in plans})
+    return plans, "; ".join([*reasons, why])

@@ -56,9 +56,20 @@ class _Session:
 @cluster_options
 def daemon(**kwargs: Any) -> None:
     """Run the reconciler service (systemd: Type=notify). Stops on SIGTERM, restoring overrides."""
+    config_path = kwargs.get("config_path")
     cfg, access = load_access(kwargs)
+    # What the daemon passes to the rgwkeeper commands it runs (rgwkeeper expire).
+    flags = ["--conf", str(access.conf), "--name", access.client_name]
+    if config_path:
+        flags += ["--config", str(config_path)]
+    if access.keyring:
+        flags += ["--keyring", str(access.keyring)]
+    if access.rgw_endpoint:
+        flags += ["--rgw-endpoint", access.rgw_endpoint]
+    if access.rgw_credentials_file:
+        flags += ["--rgw-credentials", str(access.rgw_credentials_file)]
     logs.setup(logs.explicit_level() or "info", stream=sys.stdout)
-    code = asyncio.run(service.run(cfg, access))
+    code = asyncio.run(service.run(cfg, access, flags))
     raise SystemExit(code)
 
 
@@ -73,13 +84,27 @@ def plan(as_json: bool, **kwargs: Any) -> None:
             admin_api = AdminApi(s.access.rgw_endpoint, s.access.rgw_credentials(), timeout_s=s.access.timeout_s)
         adapters = Adapters(rados=s.rados, radosgw_admin=RadosgwAdmin(s.access), admin_api=admin_api)
         snap, _ = asyncio.run(snapshot(adapters, s.cfg))
+        now = datetime.now()
         p = make_plan(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),
-                      local_time=datetime.now().time())
+                      local_time=now.time(), local_now=now)
     if as_json:
         emit_json(p.to_dict())
         return
     click.echo(f"gate: {p.gate}")
     click.echo(f"scrub throttle: {p.scrub.state}: {p.scrub.reason}")
+    click.echo(f"pre-sharding: {p.shards_reason}")
+    for sp in p.shard_plans:
+        click.echo(f"  {sp.bucket}: {sp.reason}" + (f" ({sp.capped_by})" if sp.capped_by else ""))
+    if p.spillover is not None:
+        click.echo(f"spillover: {p.spillover.reason}")
+        for osd, size in sorted(p.spillover.needs_bigger_db.items()):
+            click.echo(f"  osd.{osd} needs a bigger DB device: about {size / (1 << 30):.0f} GiB "
+                       "(compaction did not clear its spillover)")
+    if p.fill is not None:
+        eta = p.fill.projected_s_to_nearfull
+        alerting = [k for k, v in p.fill.alerts.items() if v]
+        click.echo(f"fill: {p.fill.reason}" + (f"; nearfull in about {eta / 3600:.1f} h" if eta else "")
+                   + (f"; alerting: {', '.join(alerting)}" if alerting else ""))
     if p.overrides:
         click.echo("overridden now:")
         for k, e in sorted(p.overrides.items()):

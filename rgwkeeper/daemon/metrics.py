@@ -27,6 +27,14 @@ class Metrics:
         self.slow_used = Gauge("rgwkeeper_bluefs_slow_used_bytes", "BlueFS bytes on the slow device (spillover)",
                                ["osd"], registry=r)
         self.db_used = Gauge("rgwkeeper_bluefs_db_used_bytes", "BlueFS bytes on the DB device", ["osd"], registry=r)
+        self.fill_alert = Gauge("rgwkeeper_fill_alert", "1 while raw or an OSD is within fill.warn_margin of "
+                                "nearfull", ["scope"], registry=r)
+        self.projected_nearfull = Gauge("rgwkeeper_projected_seconds_to_nearfull",
+                                        "Projected seconds until raw fill reaches nearfull (NaN: not filling)",
+                                        registry=r)
+        self.needs_db_bytes = Gauge("rgwkeeper_recommended_db_bytes", "DB device size that would hold an OSD's "
+                                    "BlueFS data, for OSDs whose spillover compaction did not clear", ["osd"],
+                                    registry=r)
         self.pgs_deep_scrubbing = Gauge("rgwkeeper_pgs_deep_scrubbing", "PGs deep-scrubbing", registry=r)
 
     def serve(self, address: str) -> None:

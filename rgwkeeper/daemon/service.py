@@ -16,6 +16,7 @@ import signal
 import socket
 import threading
 import time
+import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -117,10 +118,14 @@ class Service:
     wall_clock: Callable[[], float] = time.time
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     last_tick_ok_at: float = 0.0
+    s3: Any = None
+    cli_flags: list[str] = field(default_factory=list)
 
     def executor(self) -> Executor:
         return Executor(self.rados, self.journal, holder=self.instance_id, lease_s=self.cfg.daemon.lease_s,
-                        may_act=self.lease.is_leader, wall_clock=self.wall_clock)
+                        may_act=self.lease.is_leader, wall_clock=self.wall_clock, rgw=self.adapters.radosgw_admin,
+                        s3=self.s3, ceph_cli=RadosgwAdmin(self.access, binary="ceph"),
+                        rgwkeeper_cmd=[sys.executable, "-m", "rgwkeeper"], cli_flags=self.cli_flags)
 
     async def tick(self) -> None:
         t0 = time.monotonic()
@@ -161,15 +166,33 @@ class Service:
         snap, _raw = await snapshot(self.adapters, self.cfg)
         overrides = self.journal.overrides()
         control = self.journal.control()
+        local_now = datetime.now()
         plan = reconcile.plan(snap, self.cfg, overrides, control, now=self.wall_clock(),
-                              local_time=datetime.now().time())
+                              local_time=local_now.time(), local_now=local_now)
         self.metrics.observe(snap, plan.scrub.memory.ema_write_ops)
         self.metrics.gate_open.set(1 if plan.gate.open else 0)
         self.metrics.paused.set(1 if control.get("paused") else 0)
         if not self.lease.is_leader():
             raise NotLeader("lease ran out while observing; not acting")
         results = await ex.apply(plan.actions)
-        self.journal.set_control("scrub_throttle", plan.scrub.memory.to_dict())
+        for key, value in plan.memory.items():
+            self.journal.set_control(key, value)
+        compactions = {f"osd.{r.data['osd']}": {k: v for k, v in r.data.items() if k != "osd"}
+                       for r in results if r.data.get("osd") is not None}
+        if compactions:
+            self.journal.set_control("spillover", {**(control.get("spillover") or {}), **compactions})
+        if plan.fill is not None:
+            for scope in plan.fill.raised:
+                log.warning("fill alert raised", scope=scope, reason=plan.fill.reason)
+            for scope in plan.fill.cleared:
+                log.info("fill alert cleared", scope=scope)
+            for scope, on in plan.fill.alerts.items():
+                self.metrics.fill_alert.labels(scope).set(1 if on else 0)
+            self.metrics.projected_nearfull.set(plan.fill.projected_s_to_nearfull
+                                                if plan.fill.projected_s_to_nearfull is not None else float("nan"))
+        if plan.spillover is not None:
+            for osd, size in plan.spillover.needs_bigger_db.items():
+                self.metrics.needs_db_bytes.labels(str(osd)).set(size)
         self.journal.renew(self.instance_id, self.wall_clock() + self.cfg.daemon.lease_s)
         now_overrides = self.journal.overrides()
         self.metrics.overrides.set(len(now_overrides))
@@ -179,6 +202,8 @@ class Service:
             self.metrics.actions.labels("ok" if r.ok else "failed").inc()
         # One canonical line per pass.
         log.info("reconciled", gate=str(plan.gate), scrub_state=plan.scrub.state, scrub_reason=plan.scrub.reason,
+                 preshard=plan.shards_reason, spillover=plan.spillover.reason if plan.spillover else None,
+                 fill=plan.fill.reason if plan.fill else None,
                  write_ops=round(snap.rgw_io.write_op_per_sec, 1),
                  smoothed_write_ops=round(plan.scrub.memory.ema_write_ops or 0.0, 1),
                  changed=[r.command for r in results if r.changed],
@@ -211,7 +236,7 @@ def _hard_exit_timer(seconds: float) -> threading.Timer:
     return t
 
 
-async def run(cfg: Config, access: ClusterAccess) -> int:
+async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = None) -> int:
     """Start the daemon; returns the exit code."""
     # Credentials must be private files, or the daemon refuses to start.
     if access.keyring is not None:
@@ -239,8 +264,13 @@ async def run(cfg: Config, access: ClusterAccess) -> int:
                 metrics.serve(cfg.daemon.metrics_address)
             except OSError as exc:
                 raise UsageError(f"cannot serve metrics on {cfg.daemon.metrics_address}: {exc.strerror}") from None
+        s3 = None
+        if creds and access.rgw_endpoint:
+            from rgwkeeper.adapters.s3 import S3Adapter, make_client
+
+            s3 = S3Adapter(make_client(access.rgw_endpoint, creds, timeout_s=access.timeout_s))
         svc = Service(cfg=cfg, access=access, rados=rados, journal=journal, lease=lease, adapters=adapters,
-                      metrics=metrics, instance_id=instance_id)
+                      metrics=metrics, instance_id=instance_id, s3=s3, cli_flags=cli_flags or [])
         return await _serve(svc)
     finally:
         if store is not None:

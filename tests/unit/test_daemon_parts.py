@@ -57,7 +57,8 @@ def _snap(write_ops):
     return parse(obs)
 
 
-CFG = parse_config({"scrub_throttle": {"high_write_ops": 500.0, "low_write_ops": 200.0, "smoothing_s": 0.0}})
+CFG = parse_config({"scrub_throttle": {"high_write_ops": 500.0, "low_write_ops": 200.0, "smoothing_s": 0.0},
+                    "preshard": {"daemon_reshards": False}, "spillover": {"enabled": False}})
 
 
 def _override(key="config/osd/osd_scrub_sleep"):
@@ -81,7 +82,7 @@ def test_pause_gives_everything_back_and_plans_nothing_else():
 
 def test_closed_gate_blocks_new_changes_but_not_restores():
     cfg = parse_config({"scrub_throttle": {"high_write_ops": 500.0, "low_write_ops": 200.0, "smoothing_s": 0.0},
-                        "gates": {"maintenance_window": "01:00-02:00"}})
+                        "gates": {"maintenance_window": "01:00-02:00"}})  # every policy on
     assert plan(_snap(900), cfg, {}, {}, now=1.0, local_time=dtime(12, 0)).actions == ()
     mem = {"scrub_throttle": {"throttled_since": 0.0, "below_low_since": 0.0, "ema_write_ops": 0.0,
                               "last_sample_at": 0.0}}
@@ -95,3 +96,27 @@ def test_journal_reads_entries_with_fields_it_does_not_know():
     store.omap_set("rgwkeeper.journal", {"k": _override().to_json()[:-1] + ', "added_later": 1}'})
     assert j.overrides()["k"].applied_value == "0.5"
     assert Config().daemon.pool == "rgwkeeper"
+
+
+def test_quiet_pass_reshards_the_near_bucket_and_compacts_one_osd():
+    cfg = parse_config({"preshard": {"max_write_ops": 1000.0}, "spillover": {"max_write_ops": 1000.0},
+                        "scrub_throttle": {"smoothing_s": 0.0}})
+    p = plan(_snap(100), cfg, {}, {}, now=1.0, local_time=dtime(12, 0))
+    assert p.commands() == ["radosgw-admin bucket reshard --bucket capture-near-limit --num-shards 5",
+                            "ceph tell osd.0 compact"]
+    storm = plan(_snap(5000), cfg, {}, {}, now=1.0, local_time=dtime(12, 0))
+    assert storm.commands() == []
+    assert "waiting for a quiet time" in storm.shards_reason and "compaction waits" in storm.spillover.reason
+
+
+def test_ingest_plans_wait_for_not_before_then_create_and_shard():
+    from datetime import datetime
+
+    cfg = parse_config({"preshard": {"plans": [{"bucket": "ingest-dec", "expected_objects": 1000,
+                                                 "not_before": "2026-12-01T02:00"}]},
+                        "spillover": {"enabled": False}})
+    early = plan(_snap(0), cfg, {}, {}, now=1.0, local_time=dtime(12, 0), local_now=datetime(2026, 11, 30, 12))
+    assert not any("ingest-dec" in c for c in early.commands()) and "waits until" in early.shards_reason
+    due = plan(_snap(0), cfg, {}, {}, now=1.0, local_time=dtime(12, 0), local_now=datetime(2026, 12, 1, 3))
+    assert due.commands()[:2] == ["s3 CreateBucket ingest-dec",
+                                  "radosgw-admin bucket reshard --bucket ingest-dec --num-shards 53"]
