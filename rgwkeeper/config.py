@@ -229,6 +229,46 @@ class FillSection:
 
 
 @dataclass(frozen=True)
+class LoadgenSection:
+    """The load generator and its verdict (``rgwkeeper loadgen``, ``verify``)."""
+
+    workers: int | None = opt(
+        None, "Load generator worker processes. Unset: one per core this process may run on.", min=1, max=256)
+    request_timeout: float = opt(
+        30.0, "Seconds one load request may take before it is recorded as a timeout.", min=1.0, max=600.0)
+    warmup: float = opt(
+        5.0, "Seconds trimmed from the start of every run before anything is measured.", min=0.0, max=3600.0)
+    max_rate_drop: float = opt(
+        0.10, "Verdict: largest tolerated drop of median ops/s, as a fraction of the baseline's "
+        "(0.10 = 10%).", min=0.0, max=1.0)
+    max_cv_increase: float = opt(
+        0.10, "Verdict: largest tolerated increase of the coefficient of variation (stddev/mean) of "
+        "per-second ops/s, absolute (0.10 = from 0.05 to 0.15).", min=0.0, max=10.0)
+    max_p99_increase: float = opt(
+        0.50, "Verdict: largest tolerated increase of each operation's p99 latency, as a fraction "
+        "of the baseline's (0.50 = 50% slower).", min=0.0, max=100.0)
+    max_errors: int = opt(
+        0, "Verdict: failed requests tolerated in the window judged (and in the baseline).", min=0,
+        max=1_000_000_000)
+    max_baseline_cv: float = opt(
+        0.25, "Verdict: above this coefficient of variation of the baseline's per-second ops/s the "
+        "verdict is INCONCLUSIVE (baseline too noisy) without judging.", min=0.01, max=10.0)
+    min_window: float = opt(
+        10.0, "Verdict: seconds a window needs (after the warm-up) to be judged at all.", min=2.0, max=86400.0)
+    min_op_samples: int = opt(
+        200, "Verdict: requests of an operation each window needs before its p99 is judged.", min=10,
+        max=1_000_000_000)
+    block: int = opt(
+        5, "Verdict: seconds per block of the moving-block bootstrap (per-second rates are "
+        "correlated over about this long).", min=1, max=600)
+    confidence: float = opt(
+        0.95, "Verdict: confidence level of the bootstrap intervals.", min=0.5, max=0.999)
+    resamples: int = opt(
+        2000, "Verdict: bootstrap resamples (fixed seed: the same data gives the same verdict).",
+        min=100, max=100_000)
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     rgw: RgwSection = field(default_factory=RgwSection)
@@ -236,6 +276,7 @@ class Config:
     daemon: DaemonSection = field(default_factory=DaemonSection)
     gates: GatesSection = field(default_factory=GatesSection)
     scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
+    loadgen: LoadgenSection = field(default_factory=LoadgenSection)
     preshard: PreshardSection = field(default_factory=PreshardSection)
     spillover: SpilloverSection = field(default_factory=SpilloverSection)
     fill: FillSection = field(default_factory=FillSection)
@@ -253,6 +294,7 @@ SECTIONS: dict[str, type] = {
     "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
     "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection,
     "spillover": SpilloverSection, "fill": FillSection, "purge": PurgeSection,
+    "loadgen": LoadgenSection,
 }
 
 

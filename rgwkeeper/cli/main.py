@@ -10,6 +10,7 @@ from rgwkeeper import __version__
 from rgwkeeper import logs
 from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.daemon import daemon, pause, plan, restore, resume
+from rgwkeeper.cli.loadgen import loadgen, verify
 from rgwkeeper.cli.preshard import preshard
 from rgwkeeper.cli.purge import expire, purge
 from rgwkeeper.cli.status import status
@@ -35,6 +36,8 @@ cli.add_command(restore)
 cli.add_command(pause)
 cli.add_command(resume)
 cli.add_command(preshard)
+cli.add_command(loadgen)
+cli.add_command(verify)
 cli.add_command(purge)
 cli.add_command(expire)
 

@@ -1,0 +1,455 @@
+"""``rgwkeeper loadgen run|compare`` and ``rgwkeeper verify``: load, and the determinism verdict.
+
+Exit codes of ``verify`` and ``loadgen compare``: 0 PASS, 3 FAIL, 4 INCONCLUSIVE (1 and 2
+keep their meaning: the cluster failed us, the operator's input was wrong).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+import structlog
+from rich.console import Console
+from rich.table import Table
+
+from rgwkeeper import config as config_mod
+from rgwkeeper.access import RgwCredentials, load_credentials
+from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.errors import CephError, UsageError
+from rgwkeeper.loadgen import analysis
+from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, default_workers, run_load
+from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
+
+log = structlog.get_logger("rgwkeeper.loadgen")
+
+EXIT_FAIL = 3
+EXIT_INCONCLUSIVE = 4
+_EXIT = {analysis.PASS: 0, analysis.FAIL: EXIT_FAIL, analysis.INCONCLUSIVE: EXIT_INCONCLUSIVE}
+
+
+# -- options ------------------------------------------------------------------------------------
+
+def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The workload and how it is driven (shared by ``loadgen run`` and ``verify``)."""
+    options = [
+        click.option("--mix", default=DEFAULT_MIX, show_default=True,
+                     help="operation weights, e.g. PUT=100 or GET=70,PUT=20,LIST=5,DELETE=5"),
+        click.option("--size", "size_text", default="4KiB", show_default=True,
+                     help="object size: 4KiB, uniform:1KiB-1MiB, loguniform:1KiB-64MiB or 4KiB=90,1MiB=10"),
+        click.option("--rate", type=click.FloatRange(min=0.001, max=1_000_000), default=None,
+                     help="open loop: requests/s of all workers together, each timed from its intended "
+                          "start [default: closed loop]"),
+        click.option("--concurrency", type=click.IntRange(1, 100_000), default=16, show_default=True,
+                     help="closed loop: requests in flight; open loop: the most in flight before "
+                          "requests queue (their wait still counts)"),
+        click.option("--workers", type=click.IntRange(1, 256), default=None,
+                     help="worker processes [default: loadgen.workers, else one per core]"),
+        click.option("--buckets", type=click.IntRange(1, 10_000), default=1, show_default=True,
+                     help="buckets the keys are spread over"),
+        click.option("--prefixes", type=click.IntRange(1, 1_000_000), default=4, show_default=True,
+                     help="key prefixes per bucket (LIST lists one)"),
+        click.option("--bucket-prefix", default="rgwkeeper-loadgen", show_default=True,
+                     help="bucket names are PREFIX-000, PREFIX-001, ..."),
+        click.option("--objects", type=click.IntRange(0, 100_000_000), default=1000, show_default=True,
+                     help="objects written before the start for GET, LIST and DELETE to use (all workers)"),
+        click.option("--seed", type=int, default=1, show_default=True,
+                     help="same seed, same keys, sizes, payloads and operation order"),
+        click.option("--skip-prepare", is_flag=True,
+                     help="the objects are there already (a --keep run with the same seed and --workers)"),
+        click.option("--keep", is_flag=True, help="leave the objects and buckets in place afterwards"),
+        click.option("--warmup", type=click.FloatRange(0, 3600), default=None,
+                     help="seconds trimmed from the start [default: loadgen.warmup, 5]"),
+        click.option("--region", default="default", show_default=True, help="SigV4 region"),
+        click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="write the result JSON here"),
+        click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="write a PNG of ops/s and p99 over time here"),
+        click.option("--raw", "raw_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="write every request's raw record here (CSV)"),
+        click.option("--no-progress", is_flag=True, help="no live progress line"),
+        click.option("--json", "as_json", is_flag=True, help="print the result as JSON"),
+    ]
+    for o in reversed(options):
+        fn = o(fn)
+    return fn
+
+
+def _rgw(cfg: config_mod.Config, endpoint: str | None, credentials: str | None) -> tuple[str, RgwCredentials]:
+    endpoint = endpoint or cfg.rgw.endpoint
+    creds = credentials or cfg.rgw.credentials_file
+    if not endpoint:
+        raise UsageError("no RGW endpoint: set rgw.endpoint in the config or pass --rgw-endpoint URL")
+    if not creds:
+        raise UsageError("no RGW credentials: set rgw.credentials_file in the config or pass --rgw-credentials FILE")
+    return endpoint, load_credentials(Path(creds))
+
+
+def tolerances(cfg: config_mod.Config) -> analysis.Tolerances:
+    c = cfg.loadgen
+    return analysis.Tolerances(
+        max_rate_drop=c.max_rate_drop, max_cv_increase=c.max_cv_increase, max_p99_increase=c.max_p99_increase,
+        max_errors=c.max_errors, max_baseline_cv=c.max_baseline_cv, min_window_s=c.min_window,
+        min_op_samples=c.min_op_samples, block_s=c.block, confidence=c.confidence, resamples=c.resamples)
+
+
+def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: float | None) -> RunSpec:
+    workers = o["workers"] or cfg.loadgen.workers or default_workers()
+    workers = min(workers, o["concurrency"])
+    mix = parse_mix(o["mix"])
+    per_worker_in_flight = math.ceil(o["concurrency"] / workers)
+    needs_objects = any(op in mix for op in ("GET", "DELETE", "LIST"))
+    objects = math.ceil(o["objects"] / workers) if needs_objects else 0
+    workload = Workload(mix=mix, sizes=SizeDist.parse(o["size_text"]), seed=o["seed"],
+                        bucket_prefix=o["bucket_prefix"], buckets=o["buckets"], prefixes=o["prefixes"],
+                        objects_per_worker=objects, guard=max(8, per_worker_in_flight))
+    return RunSpec(endpoint=endpoint, workload=workload, rate=o["rate"], concurrency=o["concurrency"],
+                   workers=workers, duration_s=duration_s, request_timeout_s=cfg.loadgen.request_timeout,
+                   region=o["region"], skip_prepare=o["skip_prepare"], keep=o["keep"])
+
+
+# -- progress line ------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def progress_line(enabled: bool, total_s: float | None) -> Any:
+    """A live line on stderr (a terminal only): elapsed, ops/s, p99 and errors of the last second."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        last = [0.0]
+
+        def quiet(now_s: float, live: Live) -> None:
+            if now_s - last[0] >= 10:
+                last[0] = now_s
+                log.info("loadgen_progress", t=round(now_s, 1), **live.last_second, errors=live.errors)
+
+        yield quiet
+        return
+    from rich.live import Live as RichLive
+    from rich.text import Text
+
+    with RichLive(Text(""), console=console, transient=True, refresh_per_second=4) as rich_live:
+        def update(now_s: float, live: Live) -> None:
+            s = live.last_second
+            of = f" / {total_s:.0f} s" if total_s else " s"
+            p99 = s.get("p99_ms", math.nan)
+            rich_live.update(Text(
+                f"loadgen {max(0.0, now_s):6.1f}{of}   ops/s {s.get('ops', 0):>7}   "
+                f"p99 {'-' if math.isnan(p99) else f'{p99:.1f} ms':>10}   errors {live.errors}"))
+
+        yield update
+
+
+# -- glue: a run's data to its result ----------------------------------------------------------
+
+def _result(data: RunData, warmup_s: float, windows: list[analysis.Window] | None = None) -> tuple[dict[str, Any], Any, Any]:
+    rec = analysis.records_from_columns(data.columns, data.t0_ns)
+    cpu = analysis.client_cpu(sum(w["cpu_s"] for w in data.workers), data.parent_cpu_s,
+                              sum(w["requests"] for w in data.workers))
+    result = analysis.build_result(
+        rec, stop_s=data.stop_s, warmup_s=warmup_s, spec=data.spec,
+        events=[{"t": e.t, "kind": e.kind, "what": e.what, **({"detail": e.detail} if e.detail else {})}
+                for e in data.events],
+        client_cpu=cpu, started_at=data.started_at, notes=data.notes, windows=windows)
+    return result, analysis.series_from_json(result["series"]), rec
+
+
+def _write_raw(rec: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["op", "status", "size", "intended_ns", "start_ns", "first_byte_ns", "end_ns"])
+        for r in rec.tolist():
+            w.writerow([OPS[r[0]], *r[1:]])
+
+
+def _write_outputs(result: dict[str, Any], series: Any, rec: Any, o: dict[str, Any], title: str,
+                   windows: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    if o.get("out_path"):
+        o["out_path"].parent.mkdir(parents=True, exist_ok=True)
+        o["out_path"].write_text(json.dumps(result, indent=1, sort_keys=True))
+        result.setdefault("files", {})["json"] = str(o["out_path"])
+    if o.get("raw_path"):
+        _write_raw(rec, o["raw_path"])
+        result.setdefault("files", {})["raw"] = str(o["raw_path"])
+    if o.get("plot_path"):
+        from rgwkeeper.loadgen.plot import plot_run
+
+        plot_run(series, o["plot_path"], title=title, events=result["events"], windows=windows,
+                 warmup_s=result["warmup_s"])
+        result.setdefault("files", {})["plot"] = str(o["plot_path"])
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+def _ms(d: dict[str, float] | None, key: str) -> str:
+    return "-" if not d else f"{d[key]:.1f}"
+
+
+def render_summary(summary: dict[str, Any], console: Console, title: str) -> None:
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for col in ("op", "reqs", "errs", "ops/s", "MiB/s", "p50", "p90", "p99", "p99.9", "max", "svc p99",
+                "lag p99"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for op, s in summary["per_op"].items():
+        lat = s["latency_ms"]
+        t.add_row(op, str(s["requests"]), str(s["errors"]), f"{s['ops_per_s']:.1f}",
+                  f"{s['bytes_per_s'] / 2**20:.2f}", _ms(lat, "p50"), _ms(lat, "p90"), _ms(lat, "p99"),
+                  _ms(lat, "p99.9"), _ms(lat, "max"), _ms(s["service_ms"], "p99"), _ms(s["start_lag_ms"], "p99"))
+    t.add_row("all", str(summary["requests"]), str(summary["errors"]), f"{summary['ops_per_s']:.1f}",
+              "", "", "", "", "", "", "", "")
+    console.print(t)
+
+
+def render_run(result: dict[str, Any], console: Console) -> None:
+    spec = result["spec"]
+    mode = (f"open loop at {spec['rate']:g} req/s (max {spec['concurrency']} in flight)" if spec["rate"]
+            else f"closed loop, {spec['concurrency']} in flight")
+    run = result["windows"]["run"]
+    console.print(f"{mode}, {spec['workers']} workers, mix {spec['workload']['mix']}, size "
+                  f"{spec['workload']['sizes']}, seed {spec['workload']['seed']}; measured "
+                  f"{run['window']['start']}-{run['window']['end']} s of {result['stop_s']:.1f} s "
+                  f"(warm-up {result['warmup_s']:g} s trimmed)")
+    render_summary(run, console, "latency in ms from the intended start (svc: from the actual start; lag: "
+                                 "start - intended), successful requests")
+    r = result["rates"]["run"]
+    if r["median"] is not None:
+        console.print(f"ops/s per second: median {r['median']:.1f}, CV {r['cv'] if r['cv'] is not None else '-'}")
+    c = result["client"]
+    if c["cpu_ms_per_request"] is not None:
+        console.print(f"client CPU: {c['cpu_ms_per_request']:.3f} ms per request "
+                      f"({c['worker_cpu_s'] + c['parent_cpu_s']:.2f} s for {c['requests']} requests)")
+    for n in result["notes"]:
+        console.print(f"note: {n}")
+    for kind, path in result.get("files", {}).items():
+        console.print(f"{kind}: {path}")
+
+
+def render_verdict(v: dict[str, Any], console: Console) -> None:
+    style = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}[v["outcome"]]
+    console.print(f"VERDICT: [{style}]{v['outcome']}[/]")
+    for c in v["checks"]:
+        console.print(f"  {c['outcome']:<12} {c['text']}")
+    for r in v["reasons"]:
+        console.print(f"  - {r}")
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+@click.group()
+def loadgen() -> None:
+    """S3 load generator (open or closed loop) and run comparison."""
+
+
+@loadgen.command("run")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
+              help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]")
+@click.option("--rgw-endpoint", help="RGW endpoint URL [default: rgw.endpoint in the config]")
+@click.option("--rgw-credentials", help="file with access_key and secret_key, mode 0600 "
+                                        "[default: rgw.credentials_file in the config]")
+@click.option("--duration", type=click.FloatRange(1, 86400), default=30, show_default=True,
+              help="seconds of load after the start barrier")
+@load_options
+def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials: str | None, duration: float,
+            **o: Any) -> None:
+    """Put load on RGW and report ops/s and latency percentiles per operation."""
+    cfg = config_mod.load(config_path)
+    endpoint, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
+    spec = _spec(cfg, endpoint, o, duration)
+    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup
+    with progress_line(not o["no_progress"], duration) as progress:
+        data = asyncio.run(run_load(spec, creds, progress=progress))
+    result, series, rec = _result(data, warmup)
+    _write_outputs(result, series, rec, o, f"rgwkeeper loadgen run ({spec.mode} loop) {data.started_at}")
+    if o["as_json"]:
+        emit_json(result)
+    else:
+        render_run(result, Console())
+
+
+@loadgen.command("compare")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
+              help="rgwkeeper TOML config (the [loadgen] tolerances)")
+@click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the verdict as JSON")
+def compare_cmd(config_path: Path | None, baseline: Path, candidate: Path, as_json: bool) -> None:
+    """Compare two result JSONs (run A as the baseline, run B as the candidate)."""
+    cfg = config_mod.load(config_path)
+    loaded = []
+    for path in (baseline, candidate):
+        try:
+            loaded.append(analysis.load_result(json.loads(path.read_text()), path.name))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    (bs, bw), (cs, cw) = loaded
+    bw = analysis.Window("baseline", bw.start, bw.end)
+    cw = analysis.Window("candidate", cw.start, cw.end)
+    verdict = analysis.compare(bs, bw, cs, cw, tolerances(cfg))
+    out = {"baseline": str(baseline), "candidate": str(candidate), "verdict": verdict.to_dict()}
+    if as_json:
+        emit_json(out)
+    else:
+        console = Console()
+        console.print(f"baseline {baseline} vs candidate {candidate}")
+        render_verdict(out["verdict"], console)
+    raise click.exceptions.Exit(_EXIT[verdict.outcome])
+
+
+MAINTENANCE_KINDS = ("deep-scrub", "none")
+
+
+@click.command()
+@cluster_options
+@click.option("--baseline", "baseline_s", type=click.FloatRange(1, 86400), default=60, show_default=True,
+              help="seconds of load before maintenance starts (after the warm-up)")
+@click.option("--window", "window_s", type=click.FloatRange(1, 86400), default=60, show_default=True,
+              help="seconds of load measured from the maintenance start (longer if the command runs longer)")
+@click.option("--maintenance", type=click.Choice(MAINTENANCE_KINDS), default=None,
+              help="deep-scrub: `ceph osd deep-scrub all` through librados; none: a quiet control run")
+@click.option("--maintenance-cmd", help="a command to run as the maintenance, split like a shell would "
+                                        "but run without one (argv), e.g. 'radosgw-admin bucket rm --bucket B "
+                                        "--purge-objects'")
+@click.option("--scrub-every", type=click.FloatRange(1, 3600), default=None,
+              help="deep-scrub: request it again every N seconds of the window (a scrub storm)")
+@click.option("--maintenance-timeout", type=click.FloatRange(1, 604800), default=3600, show_default=True,
+              help="seconds the maintenance command may run before it is killed")
+@load_options
+def verify(baseline_s: float, window_s: float, maintenance: str | None, maintenance_cmd: str | None,
+           scrub_every: float | None, maintenance_timeout: float, **o: Any) -> None:
+    """Run load, start maintenance while it runs, and judge whether the load noticed: PASS/FAIL/INCONCLUSIVE."""
+    if (maintenance is None) == (maintenance_cmd is None):
+        raise UsageError("give exactly one of --maintenance deep-scrub|none and --maintenance-cmd 'ARGV'")
+    argv = shlex.split(maintenance_cmd) if maintenance_cmd else []
+    if maintenance_cmd is not None and not argv:
+        raise UsageError("--maintenance-cmd is empty")
+    cfg, access = load_access(o)
+    endpoint = access.require_rgw_endpoint()
+    creds = access.rgw_credentials()
+    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup
+    spec = _spec(cfg, endpoint, o, None)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    o["out_path"] = o["out_path"] or Path(f"rgwkeeper-verify-{stamp}.json")
+    o["plot_path"] = o["plot_path"] or Path(f"rgwkeeper-verify-{stamp}.png")
+    start_at = warmup + baseline_s
+    rados = None
+    if maintenance == "deep-scrub":
+        from rgwkeeper.adapters.rados import RadosAdapter
+
+        rados = RadosAdapter(access)
+        rados.connect()
+    maint = Maintenance(start_at=start_at, window_s=window_s, kind=maintenance or "cmd", argv=argv,
+                        rados=rados, scrub_every=scrub_every, timeout_s=maintenance_timeout)
+    try:
+        with progress_line(not o["no_progress"], None) as progress:
+            data = asyncio.run(run_load(spec, creds, controller=maint.control, progress=progress))
+    finally:
+        if rados is not None:
+            rados.close()
+    stop_s = data.stop_s
+    m_start = maint.started_t if maint.started_t is not None else start_at
+    windows = [analysis.Window.between("baseline", warmup, m_start),
+               analysis.Window.between("maintenance", m_start, stop_s)]
+    result, series, rec = _result(data, warmup, windows)
+    notes = list(data.notes)
+    if maint.exit_code not in (None, 0):
+        notes.append(f"maintenance command exited {maint.exit_code}: the window judged may not have had "
+                     f"the maintenance it was meant to")
+    verdict = analysis.compare(series, windows[0], series, windows[1], tolerances(cfg), notes=notes)
+    if maint.exit_code not in (None, 0) and verdict.outcome == analysis.PASS:
+        verdict.outcome = analysis.INCONCLUSIVE
+    result["verdict"] = verdict.to_dict()
+    result["maintenance"] = {"kind": maint.kind, "argv": argv, "exit_code": maint.exit_code,
+                             "start_s": m_start, "stderr_tail": maint.stderr_tail}
+    _write_outputs(result, series, rec, o, f"rgwkeeper verify: {maint.describe()} - {verdict.outcome}",
+                   windows=[{"name": w.name, "start": w.start, "end": w.end} for w in windows])
+    if o["as_json"]:
+        emit_json(result)
+    else:
+        console = Console()
+        render_run(result, console)
+        for w in windows:
+            render_summary(result["windows"][w.name], console, f"{w.name} window {w.start}-{w.end} s")
+        render_verdict(result["verdict"], console)
+    raise click.exceptions.Exit(_EXIT[verdict.outcome])
+
+
+class Maintenance:
+    """The controller ``verify`` gives the runner: wait, start maintenance, mark events, stop."""
+
+    def __init__(self, *, start_at: float, window_s: float, kind: str, argv: list[str], rados: Any,
+                 scrub_every: float | None, timeout_s: float) -> None:
+        self.start_at = start_at
+        self.window_s = window_s
+        self.kind = kind
+        self.argv = argv
+        self.rados = rados
+        self.scrub_every = scrub_every
+        self.timeout_s = timeout_s
+        self.started_t: float | None = None
+        self.exit_code: int | None = None
+        self.stderr_tail = ""
+
+    def describe(self) -> str:
+        if self.kind == "cmd":
+            return " ".join(self.argv[:4]) + (" ..." if len(self.argv) > 4 else "")
+        return {"deep-scrub": "ceph osd deep-scrub all", "none": "no maintenance"}[self.kind]
+
+    async def control(self, run: RunHandle) -> None:
+        await asyncio.sleep(max(0.0, self.start_at - run.now_s()))
+        self.started_t = run.now_s()
+        end_at = self.started_t + self.window_s
+        run.mark("maintenance-start", self.describe())
+        try:
+            if self.kind == "deep-scrub":
+                await self._deep_scrub(run, end_at)
+            elif self.kind == "cmd":
+                await self._command(run)
+        finally:
+            if self.kind == "none":
+                run.mark("maintenance-end", "nothing was done")
+            await asyncio.sleep(max(0.0, end_at - run.now_s()))
+            run.stop()
+
+    async def _deep_scrub(self, run: RunHandle, end_at: float) -> None:
+        n = 0
+        while True:
+            await self.rados.acommand({"prefix": "osd deep-scrub", "who": "all"})
+            n += 1
+            if self.scrub_every is None or run.now_s() + self.scrub_every >= end_at:
+                break
+            await asyncio.sleep(self.scrub_every)
+            run.mark("deep-scrub", f"requested again (#{n + 1})")
+        run.mark("maintenance-end", f"deep scrub requested {n} time(s); scrubbing goes on in the background")
+
+    async def _command(self, run: RunHandle) -> None:
+        try:
+            proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.DEVNULL,
+                                                        stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:
+            raise UsageError(f"cannot run maintenance command {self.argv[0]!r}: {exc.strerror}") from None
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            self.exit_code = proc.returncode
+            run.mark("maintenance-end", f"killed after {self.timeout_s:g} s")
+            raise CephError(self.describe(), f"maintenance command did not finish within {self.timeout_s:g} s") from None
+        except asyncio.CancelledError:
+            proc.kill()
+            await proc.wait()
+            raise
+        self.exit_code = proc.returncode
+        lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+        self.stderr_tail = lines[-1][:300] if lines else ""
+        run.mark("maintenance-end", f"command exited {proc.returncode}", exit_code=proc.returncode)
