@@ -2,10 +2,14 @@
 
 The Python API the CLI and the daemon's fill policy call::
 
-    io = open_io(access, cfg)                       # adapters (close with io_close)
-    prepared = await prepare(request, io, cfg=cfg.purge, store=store, now=time.time())
-    prepared.plan.show(io.rgw.argv)                  # a dry run is the plan, printed
-    report = await execute(prepared.plan, io, checkpoint=prepared.checkpoint, state=prepared.state, ...)
+    io = open_io(access, cfg.purge)                   # adapters (close_io releases them)
+    prepared = await prepare(request, io, purge_cfg=cfg.purge, store=CheckpointStore(path))
+    print("\n".join(prepared.plan.show(io.rgw.argv)))  # a dry run is the plan, printed
+    report = await run(prepared, io, purge_cfg=cfg.purge)   # checkpointed; report.ok, report.checks
+
+The two pure/effectful halves are also callable alone: ``rgwkeeper.purge.plan.plan(profile,
+request, ...)`` and ``rgwkeeper.purge.execute.execute(plan, io, checkpoint=..., ...)``. They are
+not re-exported here: a package attribute named like a submodule would hide the submodule.
 """
 
 from __future__ import annotations
@@ -24,15 +28,17 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter, make_client
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
-from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings, execute
-from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected, plan
+from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
+from rgwkeeper.purge.execute import execute as _execute
+from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
+from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
 
 log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
-           "Tuning", "execute", "gather_profile", "open_io", "plan", "prepare", "settings_from", "tuning_from"]
+           "Tuning", "close_io", "gather_profile", "open_io", "prepare", "run", "settings_from", "tuning_from"]
 
 
 class _BulkPools:
@@ -118,7 +124,7 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
-    new = plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
+    new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
                now=time.time() if now is None else now)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored)
@@ -140,7 +146,7 @@ async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: A
         else:
             state = State(plan=prepared.plan.to_dict())
         cp.save(state)
-        return await execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
+        return await _execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
                              on_progress=on_progress)
     finally:
         cp.unlock()

@@ -38,8 +38,10 @@ class State:
 
 
 class Checkpoint:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock_path: Path | None = None) -> None:
         self.path = path
+        # One lock per bucket name, whatever the options: two purges of a bucket never overlap.
+        self.lock_path = lock_path or path.with_name(path.name + ".lock")
         self._lock_fd: int | None = None
 
     # -- the file ---------------------------------------------------------------------------
@@ -73,9 +75,12 @@ class Checkpoint:
         finally:
             os.close(dfd)
 
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+
     # -- one purge at a time ----------------------------------------------------------------
     def lock(self) -> None:
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock_path = self.lock_path
         fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -107,7 +112,7 @@ class CheckpointStore:
             raise UsageError(f"the purge state directory {self.state_dir} is not writable")
 
     def for_purge(self, bucket: str, bucket_id: str, request_key: str) -> Checkpoint:
-        return Checkpoint(self.state_dir / f"{bucket}.{bucket_id}.{request_key}.json")
+        return Checkpoint(self.state_dir / f"{bucket}.{bucket_id}.{request_key}.json", self.state_dir / f"{bucket}.lock")
 
     def unfinished(self, bucket: str) -> list[tuple[Checkpoint, State]]:
         """Checkpoints of this bucket (any instance) that did not finish."""
@@ -117,7 +122,7 @@ class CheckpointStore:
         for path in sorted(self.state_dir.glob(f"{bucket}.*.json")):
             if path.name.count(".") < 3 or path.name[len(bucket)] != ".":
                 continue
-            cp = Checkpoint(path)
+            cp = Checkpoint(path, self.state_dir / f"{bucket}.lock")
             state = cp.load()
             if state is not None and state.plan.get("profile", {}).get("bucket") == bucket and state.status != "done":
                 out.append((cp, state))

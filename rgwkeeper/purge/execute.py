@@ -14,6 +14,7 @@ import asyncio
 import errno
 import time
 from collections import deque
+from datetime import datetime
 from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
@@ -197,6 +198,10 @@ class PurgeExecutor:
                 self._save(force=True)
                 self._progress()
         except BaseException as exc:
+            if isinstance(exc, UsageError) and self.state.step == 0 and self.checkpoint is not None:
+                # Refused by a read-only first step: nothing changed, nothing to resume.
+                self.checkpoint.discard()
+                raise
             self.state.status = "failed" if isinstance(exc, Exception) else "running"
             self.state.error = str(exc)[:500]
             self._save(force=True)
@@ -320,34 +325,51 @@ class PurgeExecutor:
 
     async def _pages(self, params: Mapping[str, Any],
                      cursor: Mapping[str, Any]) -> AsyncIterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        """Pages of the listing with, for each, where a listing resumes after it. The next page is
+        fetched while the caller works on this one. A listing that fails (RGW restarting) is
+        started again from the last page it returned: a generator that raised is finished."""
         b = self.plan.profile.bucket
-        if params.get("versions"):
-            it: Any = self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=cursor.get("key_marker"),
-                                                    version_marker=cursor.get("version_marker"))
-        else:
-            it = self.io.s3.iter_pages(b, params.get("prefix"), start_after=cursor.get("start_after"))
+        versions = bool(params.get("versions"))
         done = object()
+        listing: dict[str, Any] = {"it": None, "resume": dict(cursor)}
 
         def next_page() -> Any:
-            return next(it, done)
+            if listing["it"] is None:
+                r = listing["resume"]
+                listing["it"] = (
+                    self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=r.get("key_marker"),
+                                                  version_marker=r.get("version_marker"))
+                    if versions else self.io.s3.iter_pages(b, params.get("prefix"), start_after=r.get("start_after")))
+            try:
+                page = next(listing["it"], done)
+            except Exception:
+                listing["it"] = None
+                raise
+            if page is done:
+                return done
+            if versions:
+                entries, after = page
+                resume = {"key_marker": after[0], "version_marker": after[1]} if after else {"end": True}
+            else:
+                entries = page
+                resume = {"start_after": entries[-1]["Key"]} if entries else dict(listing["resume"])
+            listing["resume"] = resume
+            return entries, resume
 
-        fetch = asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
+        def fetch() -> asyncio.Future[Any]:
+            return asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
+
+        pending = fetch()
         try:
             while True:
-                page = await fetch
+                page = await pending
                 if page is done:
                     return
-                fetch = asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
-                if params.get("versions"):
-                    entries, after = page
-                    resume = {"key_marker": after[0], "version_marker": after[1]} if after else {"end": True}
-                else:
-                    entries = page
-                    resume = {"start_after": entries[-1]["Key"]} if entries else dict(cursor)
-                yield entries, resume
+                pending = fetch()
+                yield page
         finally:
-            fetch.cancel()
-            await asyncio.gather(fetch, return_exceptions=True)
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
 
     async def _remove_heads(self, entries: list[dict[str, Any]], *, sweep: bool) -> list[dict[str, Any]]:
         """Remove the heads of head-only objects; return the entries that must go through S3."""
@@ -430,6 +452,15 @@ class PurgeExecutor:
                 await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
                                                 sweep=True)
                 self._count(sweeps=1)
+                stats = await self.io.rgw.bucket_stats(p.bucket)
+                usage = stats.get("usage", {})
+                in_index = int(usage.get("rgw.main", {}).get("num_objects", 0))
+                uploads = int(usage.get("rgw.multimeta", {}).get("num_objects", 0))
+                if in_index != self.counters.get("index_left", 0) or uploads:
+                    # Never drop an index that may still point at data: stop, keep the checkpoint.
+                    raise PurgeFailed(f"drop bucket {p.bucket}", f"after a sweep the index still counts {in_index} "
+                                      f"objects and {uploads} uploads, but {self.counters.get('index_left', 0)} "
+                                      "heads were removed; the index was left in place")
         rm_entry, rm_instance, sync, gc = step.admin
         # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
         # the bucket's metadata: run it alongside.
@@ -452,9 +483,8 @@ class PurgeExecutor:
         for attempt in range(2):
             try:
                 await self._s3("DeleteBucket", self.io.s3.delete_bucket, b)
-                return
             except NotFound:
-                return  # deleted by an earlier run
+                pass  # deleted by an earlier run
             except CephError as exc:
                 if exc.detail != "BucketNotEmpty" or attempt:
                     raise
@@ -462,13 +492,17 @@ class PurgeExecutor:
                 log.warning("purge bucket not empty, listing again", bucket=b)
                 await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
                                                 sweep=True)
+                continue
+            for args in step.admin:
+                await self._admin(args)
+            return
 
     async def _step_prove_head_only(self, step: Step) -> None:
         p = self.plan.profile
         assert self._data is not None
         if await self._uploads(step.params):
             raise UsageError(f"--bypass-gc refused: {p.bucket!r} has incomplete multipart uploads, whose parts "
-                             "are tails (tracker 73348); use --method auto; nothing was deleted")
+                             "are tails (tracker 73348); use --method auto; nothing was changed")
         pages = self._pages({"strategy": "s3", "versions": False}, {})
         async for entries, _ in pages:
             objs = [head_oid(p.marker, e["Key"]) for e in entries]
@@ -478,11 +512,13 @@ class PurgeExecutor:
                     await pages.aclose()
                     raise UsageError(f"--bypass-gc refused: object {e['Key'][:80]!r} of {p.bucket!r} has tail "
                                      "objects, which --bypass-gc would delete even if copies in other buckets "
-                                     "share them (tracker 73348); use --method auto; nothing was deleted")
+                                     "share them (tracker 73348); use --method auto; nothing was changed")
 
     async def _step_admin_bucket_rm(self, step: Step) -> None:
-        await self._while_polling(self._admin(step.admin[0], long=True))
+        rm, sync = step.admin
+        await self._while_polling(self._admin(rm, long=True))
         self._space_free_at = self.clock()
+        await self._admin(sync)
 
     async def _while_polling(self, work: Awaitable[None]) -> None:
         """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
@@ -577,12 +613,15 @@ class PurgeExecutor:
         checks.append(await self._gc_check())
         buckets = await self.io.rgw.user_buckets(p.owner)
         stats = await self.io.rgw.user_stats(p.owner)
-        linked = p.bucket in buckets
         owner_stats = stats.get("stats", {})
-        checks.append(Check("owner unlinked and stats synced", "failed" if linked else "ok",
-                            f"{p.owner} still lists {p.bucket}" if linked else
-                            f"{p.owner}: {len(buckets)} buckets, {owner_stats.get('num_objects', '?')} objects, "
-                            f"{owner_stats.get('size', '?')} B (last sync {stats.get('last_stats_sync', '?')})"))
+        checks.append(Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
+                            f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
+                            f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"))
+        synced = _parse_time(stats.get("last_stats_sync"))
+        fresh = synced is not None and synced >= self.plan.created_at - 1
+        checks.append(Check("owner stats synced", "ok" if fresh else "warning",
+                            f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
+                            f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)")))
         return checks
 
     async def _scan_pool(self, pool: str) -> Check:
@@ -643,6 +682,13 @@ class PurgeExecutor:
         # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
         checks.append(await self._gc_check(strict=False))
         return checks
+
+
+def _parse_time(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
 
 
 def _matches(e: Mapping[str, Any], params: Mapping[str, Any]) -> bool:

@@ -350,6 +350,9 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + " MaxKeys=1000",
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
         params={**scope, "strategy": "s3", "versions": p.versioning != "off"})
+    delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then "
+                         "resync the owner's stats, which DeleteBucket leaves as they were",
+                         admin=(rgwa.user_stats_sync_args(p.owner),), calls=(f"S3 DeleteBucket bucket={b}",))
     steps: list[Step] = []
     if method == "direct":
         steps.append(fence)
@@ -389,25 +392,25 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             steps.append(fence)
         steps += [aborts, s3_delete]
         if r.whole_bucket:
-            steps.append(Step("delete_bucket", "delete the now empty bucket (RGW unlinks it and syncs the "
-                              "owner's stats)", calls=(f"S3 DeleteBucket bucket={b}",)))
+            steps.append(delete_bucket)
         steps.append(gc)
     elif method in ("admin-purge", "admin-purge-bypass-gc"):
         bypass = method == "admin-purge-bypass-gc"
         if bypass:
-            steps.append(fence)
+            # The proof comes first: it only reads, so a refusal leaves everything as it was.
             steps.append(Step(
                 "prove_head_only", "read-only proof that no object has tails and no upload is pending: "
                 "--bypass-gc deletes tails without their reference counts (tracker 73348)",
                 calls=(f"S3 ListObjectsV2 bucket={b}; librados stat {marker}_<key>: size must equal the "
                        "object's; S3 ListMultipartUploads must be empty",),
                 params={**scope}))
+            steps.append(fence)
         steps.append(Step(
             "admin_bucket_rm", "remove the bucket and its objects inside radosgw-admin"
             + (" (tails removed at once, bypassing GC)" if bypass else "") + "; it exits 0 even when the "
-            "bucket does not exist, so the end state is read back",
+            "bucket does not exist, so the end state is read back; then resync the owner's stats",
             admin=(rgwa.bucket_rm_args(b, purge_objects=True, bypass_gc=bypass,
-                                       max_concurrent_ios=t.max_concurrent_ios),)))
+                                       max_concurrent_ios=t.max_concurrent_ios), rgwa.user_stats_sync_args(p.owner))))
         if not bypass:
             steps.append(gc)
     elif method == "lifecycle":
@@ -423,7 +426,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                           calls=("S3 PutBucketLifecycleConfiguration with the rules read before (or "
                                  "DeleteBucketLifecycle if there were none)",)))
         if r.whole_bucket:
-            steps.append(Step("delete_bucket", "delete the now empty bucket", calls=(f"S3 DeleteBucket bucket={b}",)))
+            steps.append(delete_bucket)
         steps.append(gc)
     else:  # pragma: no cover - METHODS is checked in PurgeRequest
         raise ValueError(method)

@@ -1,0 +1,400 @@
+"""A stateful, strict stand-in for one bucket in a Pacific cluster, fed with captured output.
+
+The world starts as ``tests/fixtures/pacific/purge.json`` recorded it (``capture_purge.py``):
+the bucket's S3 listing, its RADOS objects with their sizes and locators, its stats, instance
+metadata, zone and zonegroup, the GC queue's shape, radosgw-admin's "not found" answers. The
+fakes change it the way RGW does (an S3 delete removes the index entry and the head and puts
+tails on the GC queue; a head removed with librados leaves its index entry behind; GC drops a
+tail unless a copy still references it), refuse any call they do not model, and log every
+change so tests can assert on what was done.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import errno
+import json
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from rgwkeeper.access import ClusterAccess
+from rgwkeeper.adapters.radosgw_admin import CompletedRun, RadosgwAdmin
+from rgwkeeper.errors import CephError, CephUnreachable, NotFound
+from rgwkeeper.purge.execute import PurgeIO
+from rgwkeeper.purge.layout import head_oid
+from tests.unit.fakes import UnexpectedCall, load_fixture
+
+DATA = "default.rgw.buckets.data"
+INDEX = "default.rgw.buckets.index"
+EXTRA = "default.rgw.buckets.non-ec"
+
+
+def captured() -> dict[str, Any]:
+    return load_fixture("purge.json")
+
+
+def _dt(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text)
+
+
+class World:
+    """One bucket (``capture-mixed``) and what RGW and RADOS hold for it."""
+
+    def __init__(self, *, page_size: int = 3, extra_plain: int = 0) -> None:
+        fx = captured()
+        self.fx = fx
+        self.page_size = page_size
+        self.stats = copy.deepcopy(fx["bucket_stats_mixed"])
+        self.bucket = self.stats["bucket"]
+        self.marker = self.stats["marker"]
+        self.bucket_id = self.stats["id"]
+        self.owner = self.stats["owner"]
+        self.instance = copy.deepcopy(fx["instance_mixed"])
+        self.exists = True
+        self.index: dict[str, dict[str, Any]] = {}
+        for o in fx["list_objects_v2"]["Contents"]:
+            self.index[o["Key"]] = {**o, "LastModified": _dt(o["LastModified"])}
+        self.pools: dict[str, dict[str, dict[str, Any]]] = {DATA: {}, INDEX: {}, EXTRA: {}}
+        for o in fx["rados_objects_mixed"]:
+            self.pools[DATA][o["oid"]] = {"size": o["size"], "locator": o["locator"], "refs": 0}
+        for n in range(self.stats["num_shards"]):
+            self.pools[INDEX][f".dir.{self.bucket_id}.{n}"] = {"size": 0, "locator": "", "refs": 0}
+        # The capture deleted "big" and "multi" after listing; the world starts before that.
+        self.tails = {
+            "big": [o for o in self.pools[DATA] if "__shadow_." in o],
+            "multi": [o for o in self.pools[DATA] if "multi." in o],
+        }
+        for oid in self.tails["big"]:
+            self.pools[DATA][oid]["refs"] = 1  # a copy in capture-copies shares them
+        self.uploads = [{**u, "Initiated": _dt(u["Initiated"])} for u in fx["list_multipart_uploads"]["Uploads"]]
+        self.upload_parts = {u["UploadId"]: [o for o in self.pools[DATA] if "__multipart_incomplete" in o]
+                             for u in self.uploads}
+        for u in self.uploads:
+            self.pools[EXTRA][f"{self.marker}__multipart_{u['Key']}.{u['UploadId']}.meta"] = {"size": 0, "locator": "",
+                                                                                              "refs": 0}
+        now = datetime.datetime.now(datetime.timezone.utc)
+        for i in range(extra_plain):
+            key = f"extra/{i:05d}"
+            self.index[key] = {"Key": key, "Size": 100, "ETag": '"0123456789abcdef0123456789abcdef"',
+                               "LastModified": now, "StorageClass": "STANDARD"}
+            self.pools[DATA][head_oid(self.marker, key)[0]] = {"size": 100, "locator": "", "refs": 0}
+        self.gc: list[dict[str, Any]] = []
+        self.quota: dict[str, Any] = copy.deepcopy(self.stats["bucket_quota"])
+        self.lifecycle: list[dict[str, Any]] = []
+        self.user_buckets = list(fx["user_buckets"])
+        self.log: list[str] = []
+        self.user_synced_at = "2020-01-01T00:00:00.000000Z"
+        self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
+        self.fail_delete_keys: set[str] = set()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def current_stats(self) -> dict[str, Any]:
+        if not self.exists:
+            raise NotFound("bucket stats", "does not exist")
+        s = copy.deepcopy(self.stats)
+        # As on 16.2.15, rgw.main also counts the parts already uploaded to incomplete uploads.
+        parts = [self.pools[DATA][p]["size"] for ps in self.upload_parts.values() for p in ps if p in self.pools[DATA]]
+        s["usage"]["rgw.main"]["num_objects"] = len(self.index) + len(parts)
+        s["usage"]["rgw.main"]["size"] = sum(e["Size"] for e in self.index.values()) + sum(parts)
+        s["usage"]["rgw.multimeta"] = {"num_objects": len(self.uploads), "size": 0}
+        s["bucket_quota"] = copy.deepcopy(self.quota)
+        return s
+
+    def head(self, key: str) -> str:
+        return head_oid(self.marker, key)[0]
+
+    def rados_left(self, pool: str = DATA) -> list[str]:
+        return sorted(o for o in self.pools[pool] if o.startswith(self.marker + "_"))
+
+    def s3_delete(self, key: str) -> None:
+        if key not in self.index:
+            return
+        if self.head(key) not in self.pools[DATA]:
+            # RGW's delete_obj returns ENOENT early for a missing head and leaves the index
+            # entry (S3 still answers success): the reason the direct method drops the index.
+            return
+        del self.index[key]
+        self.pools[DATA].pop(self.head(key))
+        tails = self.tails.pop(key, [])
+        if tails:
+            self.gc.append({"tag": f"tag-{key}\u0000", "time": "2026-01-01T00:00:00+0000",
+                            "objs": [{"pool": DATA, "oid": t, "key": "", "instance": ""} for t in tails]})
+
+    def gc_process(self) -> None:
+        for entry in self.gc:
+            for o in entry["objs"]:
+                obj = self.pools[o["pool"]].get(o["oid"])
+                if obj is None:
+                    continue
+                if obj["refs"]:
+                    obj["refs"] -= 1
+                    obj["kept"] = True  # still referenced by a copy: cls_refcount keeps it
+                else:
+                    del self.pools[o["pool"]][o["oid"]]
+        self.gc = []
+
+
+class FakeRunner:
+    """radosgw-admin, as far as purge uses it (strict)."""
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    async def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        w = self.w
+        assert list(argv[:5]) == ["radosgw-admin", "--conf", argv[2], "--name", "client.admin"], argv
+        args = list(argv[5:])
+        fmt = "--format=json" in args
+        args = [a for a in args if a != "--format=json"]
+        w.log.append("radosgw-admin " + " ".join(args))
+
+        def ok(out: Any = None) -> CompletedRun:
+            return CompletedRun(tuple(argv), 0, json.dumps(out) if (fmt and out is not None) else "", "", 0.0)
+
+        def missing(name: str) -> CompletedRun:
+            m = w.fx[name]
+            return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
+
+        match args:
+            case ["bucket", "stats", "--bucket", b] if b == w.bucket:
+                if not w.exists:
+                    m = load_fixture("radosgw-admin.json")["bucket_stats_missing"]
+                    return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
+                return ok(w.current_stats())
+            case ["zone", "get"]:
+                return ok(w.fx["zone_get"])
+            case ["zonegroup", "get"]:
+                return ok(w.fx["zonegroup_get"])
+            case ["metadata", "get", key]:
+                if key == f"bucket.instance:{w.bucket}:{w.bucket_id}" and w.instance is not None:
+                    return ok(w.instance)
+                return missing("metadata_get_missing")
+            case ["metadata", "rm", key]:
+                if key == f"bucket:{w.bucket}" and w.exists:
+                    w.exists = False
+                    w.user_buckets = [b for b in w.user_buckets if b != w.bucket]
+                    return ok()
+                if key == f"bucket.instance:{w.bucket}:{w.bucket_id}" and w.instance is not None:
+                    w.instance = None
+                    return ok()
+                return missing("metadata_rm_missing")
+            case ["gc", "list", "--include-all"]:
+                return ok(w.gc)
+            case ["gc", "process", "--include-all"]:
+                w.gc_process()
+                return ok()
+            case ["user", "stats", "--uid", uid] if uid == w.owner:
+                return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
+            case ["user", "stats", "--uid", uid, "--sync-stats"] if uid == w.owner:
+                w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
+            case ["bucket", "list", "--uid", uid] if uid == w.owner:
+                return ok(w.user_buckets)
+            case ["bucket", "rm", "--bucket", b, "--purge-objects", *rest] if b == w.bucket:
+                if not w.exists:
+                    return missing("bucket_rm_missing")  # exits 0: what Ceph's own test expects
+                for u in list(w.uploads):
+                    FakeS3(w).abort_upload(b, u["Key"], u["UploadId"])
+                for key in list(w.index):
+                    if "--bypass-gc" in rest:  # tracker 73348: tails go without their refcounts
+                        for t in w.tails.pop(key, []):
+                            w.pools[DATA].pop(t, None)
+                        w.pools[DATA].pop(w.head(key), None)
+                        del w.index[key]
+                    else:
+                        w.s3_delete(key)
+                FakeS3(w).delete_bucket(b)
+                return ok()
+            case ["lc", "process", "--bucket", b] if b == w.bucket:
+                return ok()
+        raise UnexpectedCall(f"unexpected radosgw-admin call: {list(argv)}")
+
+
+class FakeS3:
+    """rgwkeeper.adapters.s3.S3Adapter's methods, over the world."""
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def _up(self, what: str) -> None:
+        if self.w.rgw_down_for > 0:
+            self.w.rgw_down_for -= 1
+            raise CephUnreachable(what, "cannot connect to the RGW endpoint")
+
+    def _bucket(self, bucket: str, what: str) -> None:
+        if bucket != self.w.bucket or not self.w.exists:
+            raise NotFound(f"{what} {bucket}", "NoSuchBucket")
+
+    def iter_pages(self, bucket: str, prefix: str | None = None, *, start_after: str | None = None,
+                   page_size: int = 1000) -> Iterator[list[dict[str, Any]]]:
+        self._bucket(bucket, "ListObjectsV2")
+        after = start_after or ""
+        while True:
+            self._up("ListObjectsV2")
+            self.w.log.append(f"S3 ListObjectsV2 after={after!r}")
+            keys = sorted(k for k in self.w.index if k > after and (prefix is None or k.startswith(prefix)))
+            page = [dict(self.w.index[k]) for k in keys[: self.w.page_size]]
+            yield page
+            if len(keys) <= self.w.page_size:
+                return
+            after = page[-1]["Key"]
+
+    def iter_keys(self, bucket: str, prefix: str | None = None, page_size: int = 1000) -> Iterator[dict[str, Any]]:
+        for page in self.iter_pages(bucket, prefix):
+            yield from page
+
+    def delete_batch(self, bucket: str, objects: list[dict[str, str]]) -> list[dict[str, Any]]:
+        self._bucket(bucket, "DeleteObjects")
+        self._up("DeleteObjects")
+        self.w.log.append(f"S3 DeleteObjects {[o['Key'] for o in objects]}")
+        errors = []
+        for o in objects:
+            if o["Key"] in self.w.fail_delete_keys:
+                errors.append({"Key": o["Key"], "Code": "AccessDenied"})
+            else:
+                self.w.s3_delete(o["Key"])
+        return errors
+
+    def iter_uploads(self, bucket: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        self._bucket(bucket, "ListMultipartUploads")
+        yield from [dict(u) for u in self.w.uploads if prefix is None or u["Key"].startswith(prefix)]
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        w = self.w
+        w.log.append(f"S3 AbortMultipartUpload {key}")
+        w.uploads = [u for u in w.uploads if u["UploadId"] != upload_id]
+        parts = w.upload_parts.pop(upload_id, [])
+        if parts:
+            w.gc.append({"tag": f"tag-{upload_id}\u0000", "time": "", "objs": [
+                {"pool": DATA, "oid": p, "key": "", "instance": ""} for p in parts]})
+        w.pools[EXTRA].pop(f"{w.marker}__multipart_{key}.{upload_id}.meta", None)
+
+    def delete_bucket(self, bucket: str) -> None:
+        self._bucket(bucket, "DeleteBucket")
+        w = self.w
+        if w.index or w.uploads:
+            raise CephError(f"DeleteBucket {bucket}", "BucketNotEmpty")
+        w.log.append("S3 DeleteBucket")
+        w.exists = False
+        w.instance = None
+        w.user_buckets = [b for b in w.user_buckets if b != bucket]
+        for o in list(w.pools[INDEX]):
+            if o.startswith(f".dir.{w.bucket_id}"):
+                del w.pools[INDEX][o]
+
+    def bucket_exists(self, bucket: str) -> bool:
+        return bucket == self.w.bucket and self.w.exists
+
+    def get_lifecycle(self, bucket: str) -> list[dict[str, Any]]:
+        self._bucket(bucket, "GetBucketLifecycleConfiguration")
+        return copy.deepcopy(self.w.lifecycle)
+
+    def put_lifecycle(self, bucket: str, rules: list[dict[str, Any]]) -> None:
+        self._bucket(bucket, "PutBucketLifecycleConfiguration")
+        self.w.log.append(f"S3 PutBucketLifecycleConfiguration {[r['ID'] for r in rules]}")
+        self.w.lifecycle = copy.deepcopy(rules)
+
+    def delete_lifecycle(self, bucket: str) -> None:
+        self._bucket(bucket, "DeleteBucketLifecycle")
+        self.w.log.append("S3 DeleteBucketLifecycle")
+        self.w.lifecycle = []
+
+
+class FakeBulk:
+    """rgwkeeper.adapters.rados.BulkObjects over one pool of the world."""
+
+    def __init__(self, world: World, pool: str) -> None:
+        if pool not in world.pools:
+            raise UnexpectedCall(f"unexpected pool {pool}")
+        self.w = world
+        self.pool = pool
+        self.windows: list[int] = []
+
+    def _obj(self, oid: str, locator: str) -> dict[str, Any] | None:
+        o = self.w.pools[self.pool].get(oid)
+        if o is not None and o["locator"] != locator:
+            return None  # librados looks an object up by its locator: the wrong one finds nothing
+        return o
+
+    async def stat_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int | None]:
+        self.windows.append(window)
+        return [None if (o := self._obj(oid, loc)) is None else o["size"] for oid, loc in objs]
+
+    async def remove_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:
+        self.windows.append(window)
+        out = []
+        for oid, loc in objs:
+            if self._obj(oid, loc) is None:
+                out.append(-errno.ENOENT)
+            else:
+                del self.w.pools[self.pool][oid]
+                self.w.log.append(f"rados rm {self.pool}/{oid}")
+                out.append(0)
+        return out
+
+    async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
+        objs = self.w.pools[self.pool]
+        if len(objs) > max_scanned:
+            return [], False
+        return [(oid, o["locator"]) for oid, o in sorted(objs.items()) if oid.startswith(prefix)], True
+
+    async def get_xattr(self, oid: str, name: str, *, locator: str = "") -> bytes | None:
+        import base64
+
+        o = self.w.pools[self.pool].get(oid)
+        if o is None or name != "refcount" or not o.get("kept"):
+            return None
+        return base64.b64decode(self.w.fx["refcount_shared_tail"]["xattr_b64"])
+
+    async def write_full(self, oid: str, data: bytes) -> None:
+        self.w.log.append(f"rados write {self.pool}/{oid}")
+
+    async def remove(self, oid: str) -> None:
+        self.w.log.append(f"rados rm {self.pool}/{oid}")
+
+    def close(self) -> None:
+        pass
+
+
+class FakeAdminApi:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    async def set_bucket_quota(self, uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
+                               enabled: bool) -> None:
+        assert uid == self.w.owner and bucket == self.w.bucket
+        self.w.log.append(f"admin API quota max_objects={max_objects}")
+        self.w.quota.update(enabled=enabled, max_objects=max_objects, max_size_kb=max_size_kb)
+
+    async def bucket_stats(self, bucket: str) -> dict[str, Any]:
+        return self.w.current_stats()
+
+
+class FakeRados:
+    """The mon commands purge sends (strict)."""
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    async def acommand(self, cmd: dict[str, Any], **kw: Any) -> Any:
+        if cmd == {"prefix": "versions"}:
+            return self.w.fx["versions"]
+        if cmd.get("prefix") == "config get" and cmd.get("key") in ("rgw_max_chunk_size", "rgw_lc_debug_interval"):
+            raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
+        raise UnexpectedCall(f"unexpected mon command {cmd}")
+
+
+def purge_io(world: World, tmp_path: Path) -> tuple[PurgeIO, dict[str, FakeBulk]]:
+    access = ClusterAccess(conf=tmp_path / "ceph.conf", keyring=None, client_name="client.admin",
+                           rgw_endpoint="http://rgw:8080", rgw_credentials_file=None, timeout_s=5)
+    bulks: dict[str, FakeBulk] = {}
+
+    def bulk(pool: str) -> FakeBulk:
+        if pool not in bulks:
+            bulks[pool] = FakeBulk(world, pool)
+        return bulks[pool]
+
+    io = PurgeIO(rgw=RadosgwAdmin(access, runner=FakeRunner(world)), s3=FakeS3(world),  # type: ignore[arg-type]
+                 rados=FakeRados(world), bulk=bulk, admin_api=FakeAdminApi(world))  # type: ignore[arg-type]
+    return io, bulks

@@ -1,0 +1,350 @@
+"""The purge executor against a stateful strict fake of one captured bucket (purge_fakes.World)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from rgwkeeper.errors import CephUnreachable, UsageError
+from rgwkeeper.purge import CheckpointStore, prepare
+from rgwkeeper.purge.checkpoint import Checkpoint, State
+from rgwkeeper.purge.execute import PurgeExecutor, PurgeFailed, Settings
+from rgwkeeper.purge.pacing import Limiter, Pacer
+from rgwkeeper.purge.plan import PurgeRequest, plan
+from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
+from tests.unit.purge_fakes import DATA, EXTRA, INDEX, FakeS3, World, purge_io
+
+FAST = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0)
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch):
+    real = asyncio.sleep
+
+    async def fast(delay, *a, **k):
+        await real(0)
+
+    monkeypatch.setattr("rgwkeeper.purge.execute.asyncio.sleep", fast)
+
+
+def make(world, tmp_path, request=None, **kw):
+    io, bulks = purge_io(world, tmp_path)
+    profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados))
+    p = plan(profile, request or PurgeRequest(world.bucket), now=kw.pop("now", time.time()))
+    cp = Checkpoint(tmp_path / "cp.json")
+    return p, io, cp, bulks
+
+
+def run(p, io, cp, state=None, settings=FAST, **kw):
+    state = state or State(plan=p.to_dict())
+    return asyncio.run(PurgeExecutor(p, io, checkpoint=cp, state=state, settings=settings, **kw).run())
+
+
+def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_path):
+    w = World()
+    shared = list(w.tails["big"])
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.method == "direct"
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    # Head-only objects went straight to RADOS (the '_' key with its locator); the rest through S3.
+    removed = {line.split("/", 1)[1] for line in w.log if line.startswith(f"rados rm {DATA}/")}
+    assert removed == {w.head(k) for k in ("plain/0", "plain/1", "plain/2", "_underscore")}
+    assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" in line for line in w.log)
+    assert "S3 AbortMultipartUpload incomplete" in w.log
+    changes = [line for line in w.log if line.startswith(("admin API", "rados rm", "S3 Delete", "S3 Abort"))]
+    assert changes[0] == "admin API quota max_objects=0"  # the fence comes first
+    # The end state, as the fake world holds it and as the report read it back.
+    assert not w.exists and w.instance is None and w.bucket not in w.user_buckets
+    assert w.rados_left(DATA) == sorted(shared) and w.rados_left(EXTRA) == [] and w.pools[INDEX] == {}
+    assert all(w.pools[DATA][t].get("kept") for t in shared)
+    checks = {c.name: c for c in report.checks}
+    assert "2 tail objects still referenced by copies" in checks[f"no RADOS objects left in {DATA}"].detail
+    assert checks["owner stats synced"].status == "ok"
+    c = report.counters
+    assert (c["direct_removed"], c["via_s3"], c["uploads_aborted"], c["objects_deleted"]) == (4, 2, 1, 6)
+    assert json.loads(cp.path.read_text())["status"] == "done"
+
+
+def test_a_killed_purge_resumes_after_its_last_finished_page(tmp_path):
+    w = World(page_size=4, extra_plain=30)
+    p, io, cp, _ = make(w, tmp_path)
+    pages = []
+
+    def crash_after_three_pages(progress):
+        if progress.step == "delete_objects":
+            pages.append(progress.objects_done)
+            if len(pages) == 3:
+                raise KeyboardInterrupt  # what SIGINT or a kill looks like to the checkpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        run(p, io, cp, on_progress=crash_after_three_pages)
+    saved = cp.load()
+    assert saved.status == "running" and saved.plan["steps"][saved.step]["kind"] == "delete_objects"
+    after = saved.cursor["start_after"]
+    assert w.exists and len(w.index) > 0
+    w.log.clear()
+    report = run(p, io, cp, state=saved)
+    assert report.ok, report.checks
+    first_listing = next(line for line in w.log if line.startswith("S3 ListObjectsV2"))
+    assert first_listing == f"S3 ListObjectsV2 after={after!r}"  # nothing before the checkpoint is listed again
+    assert not w.exists and w.rados_left(DATA) == sorted(w.pools[DATA])  # only the shared tails
+    assert report.counters["objects_deleted"] == 36
+
+
+def test_entries_the_listing_missed_are_swept_before_the_index_is_dropped(tmp_path, monkeypatch):
+    w = World(extra_plain=5)
+    p, io, cp, _ = make(w, tmp_path)
+    real = PurgeExecutor._step_delete_objects
+
+    async def then_a_late_write(self, step, *, sweep=False):
+        await real(self, step, sweep=sweep)
+        if not sweep:  # an object written before the fence took effect, after its page was listed
+            w.index["extra/00000a"] = dict(w.index.get("extra/00001") or {}, Key="extra/00000a", Size=100)
+            w.pools[DATA][w.head("extra/00000a")] = {"size": 100, "locator": "", "refs": 0}
+
+    monkeypatch.setattr(PurgeExecutor, "_step_delete_objects", then_a_late_write)
+    report = run(p, io, cp)
+    assert report.ok and report.counters["sweeps"] == 1
+    assert w.head("extra/00000a") not in w.pools[DATA]
+
+
+def test_a_refused_batch_stops_the_purge_and_a_rerun_finishes_it(tmp_path):
+    w = World()
+    w.fail_delete_keys = {"big"}
+    p, io, cp, _ = make(w, tmp_path)
+    with pytest.raises(PurgeFailed, match="1 of 2 keys refused, e.g. 'big': AccessDenied"):
+        run(p, io, cp)
+    saved = cp.load()
+    assert saved.status == "failed" and "AccessDenied" in saved.error and w.exists
+    w.fail_delete_keys = set()
+    report = run(p, io, cp, state=saved)
+    assert report.ok and not w.exists
+
+
+def test_rgw_unreachable_for_a_while_is_waited_out(tmp_path):
+    w = World(extra_plain=10)
+    p, io, cp, _ = make(w, tmp_path)
+    w.rgw_down_for = 3  # e.g. RGW restarting, while the listing is under way
+    report = run(p, io, cp)
+    assert report.ok and "sweeps" not in report.counters, report.checks
+    w2 = World()
+    (tmp_path / "second").mkdir()
+    p2, io2, cp2, _ = make(w2, tmp_path / "second")
+    w2.rgw_down_for = 1000
+    with pytest.raises(CephUnreachable):
+        run(p2, io2, cp2, settings=Settings(rgw_retry_s=0.0))
+
+
+def test_verification_fails_on_anything_left_behind(tmp_path):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    stray = f"{w.marker}__shadow_.stray_1"
+    real_drop = PurgeExecutor._step_drop_bucket
+
+    async def leave_a_stray_tail(self, step):
+        await real_drop(self, step)
+        w.pools[DATA][stray] = {"size": 10, "locator": "", "refs": 0}
+
+    PurgeExecutor._step_drop_bucket = leave_a_stray_tail  # type: ignore[method-assign]
+    try:
+        report = run(p, io, cp)
+    finally:
+        PurgeExecutor._step_drop_bucket = real_drop  # type: ignore[method-assign]
+    assert not report.ok
+    failed = [c for c in report.checks if c.status == "failed"]
+    assert [c.name for c in failed] == [f"no RADOS objects left in {DATA}"] and stray in failed[0].detail
+    assert cp.load().status == "failed"
+
+
+def test_bypass_gc_is_refused_for_a_bucket_with_tails_and_nothing_changes(tmp_path):
+    w = World()
+    before = (json.dumps(w.current_stats(), sort_keys=True), sorted(w.pools[DATA]))
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", method="admin-purge-bypass-gc"))
+    with pytest.raises(UsageError, match="73348"):
+        run(p, io, cp)
+    assert (json.dumps(w.current_stats(), sort_keys=True), sorted(w.pools[DATA])) == before
+    assert not cp.path.exists()  # nothing to resume: the refusal came before any change
+    assert not any(line.startswith(("admin API", "rados rm", "S3 Delete", "S3 Abort")) for line in w.log)
+
+
+def test_bypass_gc_runs_when_every_object_is_head_only(tmp_path):
+    w = World(extra_plain=4)
+    for key in ("big", "multi"):
+        del w.index[key]
+        for oid in [w.head(key), *w.tails.pop(key)]:
+            w.pools[DATA].pop(oid, None)
+    for u in list(w.uploads):
+        FakeS3(w).abort_upload(w.bucket, u["Key"], u["UploadId"])
+    w.gc_process()
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", method="admin-purge-bypass-gc"))
+    report = run(p, io, cp)
+    assert report.ok and not w.exists
+    assert any("--bypass-gc" in line for line in w.log)
+
+
+def test_s3_method_and_the_stock_bucket_rm_both_end_clean(tmp_path):
+    for method in ("s3", "admin-purge"):
+        w = World()
+        (tmp_path / method).mkdir()
+        p, io, cp, _ = make(w, tmp_path / method, PurgeRequest("capture-mixed", method=method))
+        report = run(p, io, cp)
+        assert report.ok, (method, report.checks)
+        assert not w.exists and all(w.pools[DATA][o].get("kept") for o in w.rados_left(DATA))
+
+
+def test_prefix_and_age_purge_deletes_exactly_the_matching_objects(tmp_path):
+    import datetime
+
+    w = World(extra_plain=6)
+    old = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    for key in ("extra/00000", "extra/00001", "plain/0"):
+        w.index[key]["LastModified"] = old
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", older_than_s=86400))
+    assert p.method == "s3"
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert "extra/00000" not in w.index and "extra/00001" not in w.index
+    assert {"extra/00002", "plain/0", "big"} <= set(w.index) and w.exists
+    assert report.counters["objects_deleted"] == 2
+
+
+def test_lifecycle_method_runs_the_rule_and_restores_the_previous_ones(tmp_path, monkeypatch):
+    w = World(extra_plain=3)
+    w.lifecycle = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]
+    from tests.unit import purge_fakes
+
+    real = purge_fakes.FakeRunner.__call__
+
+    async def lc_expires(self, argv, timeout):
+        if list(argv[-3:]) == ["lc", "process", "--bucket"] or list(argv[-4:-1]) == ["lc", "process", "--bucket"]:
+            for rule in self.w.lifecycle:
+                if "Date" in rule.get("Expiration", {}):
+                    prefix = rule["Filter"]["Prefix"]
+                    for key in [k for k in self.w.index if k.startswith(prefix)]:
+                        self.w.s3_delete(key)
+        return await real(self, argv, timeout)
+
+    monkeypatch.setattr(purge_fakes.FakeRunner, "__call__", lc_expires)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert not any(k.startswith("extra/") for k in w.index) and "plain/0" in w.index
+    assert [r["ID"] for r in w.lifecycle] == ["keep-a-week"]  # put back as it was
+
+
+def test_prepare_resumes_only_the_same_request_on_the_same_bucket_instance(tmp_path):
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    cfg = SimpleNamespace(protected_buckets=[], s3_batches_in_flight=8, rados_ops_in_flight=256,
+                          admin_max_concurrent_ios=None, long_command_timeout=600.0)
+    store = CheckpointStore(tmp_path / "state")
+    req = PurgeRequest("capture-mixed")
+    first = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
+    assert not first.resuming and not (tmp_path / "state").exists()  # preparing writes nothing
+    store.ensure()
+    first.checkpoint.save(State(plan=first.plan.to_dict(), step=2, cursor={"start_after": "plain/0"}))
+    again = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
+    assert again.resuming and again.plan == first.plan and again.state.cursor == {"start_after": "plain/0"}
+    with pytest.raises(UsageError, match="unfinished purge .* run that same command"):
+        asyncio.run(prepare(PurgeRequest("capture-mixed", prefix="plain/"), io, purge_cfg=cfg, store=store))
+    # A new bucket with the same name has another id: the old checkpoint is not resumed.
+    w.bucket_id = w.stats["id"] = "6bc64fcb-9701-4a37-b156-2e84927630a8.9999.1"
+    w.instance["data"]["bucket_info"]["bucket"]["bucket_id"] = w.bucket_id
+    fresh = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
+    assert not fresh.resuming and "earlier bucket of that name" in fresh.ignored[0]
+    # The bucket is gone: an unfinished checkpoint of it is resumed (a crash after the drop),
+    # and with none the purge is refused as the operator's mistake.
+    w.exists = False
+    assert asyncio.run(prepare(req, io, purge_cfg=cfg, store=store)).resuming
+    with pytest.raises(NoSuchBucket, match="does not exist; nothing was changed"):
+        asyncio.run(prepare(req, io, purge_cfg=cfg, store=CheckpointStore(tmp_path / "none")))
+
+
+def test_checkpoint_is_atomic_locked_and_versioned(tmp_path):
+    store = CheckpointStore(tmp_path)
+    cp = store.for_purge("b12", "z.1.1", "k1")
+    cp.save(State(plan={"profile": {"bucket": "b12"}}, step=1))
+    assert cp.load().step == 1 and not list(tmp_path.glob("*.tmp"))
+    assert [c.path for c, _ in store.unfinished("b12")] == [cp.path] and store.unfinished("b1") == []
+    cp.lock()
+    with pytest.raises(UsageError, match="another rgwkeeper purge of this bucket"):
+        store.for_purge("b12", "z.1.1", "other-options").lock()
+    cp.unlock()
+    cp.path.write_text(json.dumps({"format": 99}))
+    with pytest.raises(UsageError, match="format 99"):
+        cp.load()
+
+
+def test_pacer_halves_above_the_target_and_recovers_below_it():
+    pacer = Pacer(target_s=0.010)
+    for t in range(4):
+        pacer.observe(0.050, t)
+    assert pacer.fraction == pytest.approx(1 / 16) and pacer.limit(256) == 16
+    for t in range(4, 60):
+        pacer.observe(0.001, t)
+    # The moving average lags: it keeps halving for a few samples after latency drops.
+    assert pacer.fraction == 1.0 and pacer.min_fraction_seen <= 1 / 16
+    off = Pacer(target_s=0)
+    off.observe(5.0, 0)
+    assert off.fraction == 1.0 and off.limit(8) == 8
+
+
+def test_limiter_follows_a_changing_limit():
+    async def scenario():
+        limit = [2]
+        lim = Limiter(lambda: limit[0])
+        await lim.acquire()
+        await lim.acquire()
+        third = asyncio.ensure_future(lim.acquire())
+        await asyncio.sleep(0)
+        assert not third.done()
+        limit[0] = 3
+        await lim.release()  # any release re-checks the limit
+        await asyncio.wait_for(third, 1)
+        for _ in range(2):
+            await lim.release()
+        await asyncio.wait_for(lim.drain(), 1)
+
+    asyncio.run(scenario())
+
+
+def test_pacing_narrows_the_rados_window_when_probes_are_slow(tmp_path):
+    w = World(extra_plain=40, page_size=10)
+    p, io, cp, bulks = make(w, tmp_path)
+    clock = [0.0]
+
+    async def slow_probe(oid, data):
+        clock[0] += 0.5  # every probe write takes 500 ms on the injected clock
+
+    bulks_data = io.bulk(DATA)
+    bulks_data.write_full = slow_probe  # type: ignore[method-assign]
+    ex = PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()),
+                       settings=Settings(pace_write_latency_s=0.05, pace_probe_interval_s=0.0, checkpoint_interval_s=0),
+                       clock=lambda: clock[0])
+    report = asyncio.run(ex.run())
+    assert report.ok
+    assert report.pacing["min_concurrency_fraction"] < 1.0 and report.pacing["max_probe_ms"] == 500.0
+    assert min(bulks_data.windows) < 256
+
+
+def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, monkeypatch):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    real = World.current_stats
+
+    def drifted(self):
+        s = real(self)
+        s["usage"]["rgw.main"]["num_objects"] += 1  # stats that do not match what the listing shows
+        return s
+
+    monkeypatch.setattr(World, "current_stats", drifted)
+    with pytest.raises(PurgeFailed, match="the index was left in place"):
+        run(p, io, cp)
+    assert w.exists and len(w.pools[INDEX]) == 11 and w.instance is not None
+    assert cp.load().status == "failed"

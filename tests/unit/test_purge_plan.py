@@ -1,0 +1,280 @@
+"""The pure parts of purge: RADOS layout, profile parsing, the planner's choices, lifecycle rules.
+
+Fed with output captured from 16.2.15 (tests/fixtures/pacific/purge.json, capture_purge.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+
+import pytest
+
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.errors import InvalidName, UsageError
+from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
+from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, parse_duration, parse_size, plan, refusal
+from rgwkeeper.purge.profile import parse_profile
+from tests.unit.purge_fakes import captured
+
+FX = captured()
+NOW = 1_800_000_000.0
+
+
+def _placement() -> dict:
+    from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin as _R  # noqa: F401 - same parse as the adapter
+
+    out = {}
+    for p in FX["zone_get"]["placement_pools"]:
+        v = p["val"]
+        out[p["key"]] = {"index_pool": v["index_pool"], "data_extra_pool": v["data_extra_pool"],
+                         "data_pool": v["storage_classes"]["STANDARD"]["data_pool"]}
+    return out
+
+
+def mixed(**changes):
+    zones = [z["name"] for z in FX["zonegroup_get"]["zones"]]
+    p = parse_profile(FX["bucket_stats_mixed"], FX["instance_mixed"], _placement(), zones, FX["versions"])
+    return dataclasses.replace(p, **changes)
+
+
+def versioned():
+    zones = [z["name"] for z in FX["zonegroup_get"]["zones"]]
+    return parse_profile(FX["bucket_stats_versioned"], FX["instance_versioned"], _placement(), zones, FX["versions"])
+
+
+# -- layout ---------------------------------------------------------------------------------------
+
+def test_head_names_match_what_rados_lists():
+    marker = FX["bucket_stats_mixed"]["marker"]
+    listed = {o["oid"]: o["locator"] for o in FX["rados_objects_mixed"]}
+    for key in ("plain/0", "plain/2", "_underscore", "big"):
+        oid, locator = head_oid(marker, key)
+        assert listed[oid] == locator, key
+    assert head_oid(marker, "_underscore")[1] == f"{marker}__underscore"  # a locator only for '_' keys
+    tails = [o for o in listed if is_tail(o, marker)]
+    assert len(tails) == 6 and all("__shadow_" in t or "__multipart_" in t for t in tails)
+    assert not is_tail(head_oid(marker, "_shadow_x")[0], marker)  # an escaped key is a head, not a tail
+    assert bucket_prefix(marker) == marker + "_"
+
+
+def test_index_shard_names():
+    assert index_shard_oids("z.1.2", 3) == [".dir.z.1.2.0", ".dir.z.1.2.1", ".dir.z.1.2.2"]
+    assert index_shard_oids("z.1.2", 0) == [".dir.z.1.2"]
+
+
+def test_refcount_of_a_tail_shared_with_a_copy():
+    # Right after the copy: the original's own (implicit, empty-tag) reference and the copy's.
+    rc = parse_refcount(base64.b64decode(FX["refcount_shared_tail"]["xattr_b64"]))
+    assert rc.refs[0] == "" and len(rc.refs) == 2 and rc.refs[1].startswith(FX["zone_get"]["id"])
+    assert "\x00" not in rc.refs[1] and rc.retired == ()
+    # After the original was deleted and GC ran: only the copy's reference is live.
+    after = parse_refcount(base64.b64decode(FX["refcount_shared_tail"]["after_gc_xattr_b64"]))
+    assert after.refs == (rc.refs[1],) and len(after.retired) == 1
+    with pytest.raises(ValueError):
+        parse_refcount(b"\x02\x01\x10\x00\x00\x00\x05\x00\x00\x00\xff\xff\x00\x00")
+
+
+# -- profile --------------------------------------------------------------------------------------
+
+def test_profile_from_captured_output():
+    p = mixed()
+    stats = FX["bucket_stats_mixed"]
+    assert (p.bucket, p.bucket_id, p.marker, p.owner) == ("capture-mixed", stats["id"], stats["marker"], "rgwkeeper-admin")
+    # rgw.main counts the uploaded part of the incomplete upload too: 6 listed objects + 1 part.
+    assert len(FX["list_objects_v2"]["Contents"]) == 6
+    assert p.num_objects == 7 and p.incomplete_uploads == 1 and p.num_shards == 11
+    assert (p.versioning, p.object_lock, p.has_lifecycle, p.indexless, p.resharding) == ("off", False, False, False, False)
+    assert (p.data_pool, p.index_pool, p.data_extra_pool) == (
+        "default.rgw.buckets.data", "default.rgw.buckets.index", "default.rgw.buckets.non-ec")
+    assert (p.release, p.version, p.zones) == ("pacific", "16.2.15", 1)
+    v = versioned()
+    assert v.versioning == "enabled" and v.has_lifecycle
+
+
+def test_zone_placement_drops_the_system_key(tmp_path):
+    import asyncio
+
+    from rgwkeeper.access import ClusterAccess
+    from tests.unit.fakes import FakeRunner
+
+    zone = dict(FX["zone_get"], system_key={"access_key": "AK", "secret_key": "SECRET"})
+    runner = FakeRunner().expect(["zone", "get", "--format=json"], json.dumps(zone))
+    rgw = RadosgwAdmin(ClusterAccess(conf=tmp_path / "c", keyring=None, client_name="client.admin", rgw_endpoint=None,
+                                     rgw_credentials_file=None), runner=runner)
+    placement = asyncio.run(rgw.zone_placement())
+    assert "SECRET" not in json.dumps(placement)
+    assert placement["default-placement"]["data_pool"] == "default.rgw.buckets.data"
+
+
+# -- the planner -----------------------------------------------------------------------------------
+
+def kinds(p: Plan) -> list[str]:
+    return [s.kind for s in p.steps]
+
+
+def test_small_unversioned_bucket_on_pacific_goes_direct_and_says_why():
+    p = plan(mixed(size_bytes=6 * 4096), PurgeRequest("capture-mixed"), now=NOW)
+    assert p.method == "direct"
+    assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
+    text = "\n".join(p.show())
+    assert "73348" in text and "head-only" in text
+    assert {m for m, _ in p.rejected} == {"s3", "admin-purge", "admin-purge-bypass-gc"}
+
+
+def test_direct_plan_shows_exact_commands():
+    p = plan(mixed(size_bytes=6 * 4096, has_lifecycle=True), PurgeRequest("capture-mixed"), now=NOW)
+    prof = p.profile
+    cmds = p.commands()
+    assert kinds(p)[1] == "drop_lifecycle"
+    assert f"radosgw-admin metadata rm bucket:capture-mixed" in cmds
+    assert f"radosgw-admin metadata rm bucket.instance:capture-mixed:{prof.bucket_id}" in cmds
+    assert "radosgw-admin user stats --uid rgwkeeper-admin --sync-stats" in cmds
+    assert "radosgw-admin gc process --include-all" in cmds
+    assert any(c.startswith("admin API PUT /admin/bucket?quota=&uid=rgwkeeper-admin&bucket=capture-mixed&max-objects=0")
+               for c in cmds)
+    with_access = p.commands(lambda *a: ["radosgw-admin", "--conf", "/etc/ceph/x.conf", *a])
+    assert "radosgw-admin --conf /etc/ceph/x.conf gc process --include-all" in with_access
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"versioning": "enabled"}, "versioning is enabled"),
+    ({"versioning": "suspended"}, "versioning is suspended"),
+    ({"zones": 2}, "2 zones"),
+    ({"release": "quincy"}, "this cluster runs quincy"),
+    ({"indexless": True}, "indexless"),
+    ({"size_bytes": 6 * (8 << 20)}, "above the head chunk"),
+])
+def test_auto_falls_back_to_s3_and_says_why(changes, why):
+    p = plan(mixed(**changes), PurgeRequest("capture-mixed"), now=NOW)
+    assert p.method == "s3"
+    assert why in dict(p.rejected)["direct"]
+    assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "delete_bucket", "gc_process", "verify"]
+
+
+def test_prefix_and_age_purge_uses_an_exact_listing_with_an_absolute_cutoff():
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=3600), now=NOW)
+    assert p.method == "s3" and p.cutoff_s == NOW - 3600
+    assert kinds(p) == ["abort_uploads", "delete_objects", "gc_process", "verify"]  # no fence, no bucket removal
+    assert p.steps[1].params["cutoff_s"] == NOW - 3600 and p.steps[1].params["prefix"] == "plain/"
+    assert "partial purge" in dict(p.rejected)["direct"]
+
+
+def test_refusals_change_nothing_and_name_the_reason():
+    with pytest.raises(UsageError, match="Object Lock"):
+        plan(mixed(object_lock=True), PurgeRequest("capture-mixed"), now=NOW)
+    with pytest.raises(UsageError, match="protected .* 'capture-\\*'"):
+        plan(mixed(), PurgeRequest("capture-mixed"), protected=["prod-*", "capture-*"], now=NOW)
+    with pytest.raises(NotNow, match="resharded"):
+        plan(mixed(resharding=True), PurgeRequest("capture-mixed"), now=NOW)
+    with pytest.raises(UsageError, match="method direct cannot purge .*partial purge"):
+        plan(mixed(), PurgeRequest("capture-mixed", prefix="x", method="direct"), now=NOW)
+    with pytest.raises(UsageError, match="whole number of days"):
+        plan(mixed(), PurgeRequest("capture-mixed", older_than_s=3600, method="lifecycle"), now=NOW)
+    with pytest.raises(UsageError, match="Reef"):
+        plan(mixed(), PurgeRequest("capture-mixed", larger_than=10, method="lifecycle"), now=NOW)
+    assert "73348" in refusal("admin-purge-bypass-gc", versioned(), PurgeRequest("capture-versioned"))
+
+
+def test_bypass_gc_plan_proves_head_only_before_changing_anything():
+    p = plan(mixed(), PurgeRequest("capture-mixed", method="admin-purge-bypass-gc", ), now=NOW,
+             tuning=Tuning(max_concurrent_ios=64))
+    assert kinds(p) == ["prove_head_only", "fence", "admin_bucket_rm", "verify"]
+    assert "radosgw-admin bucket rm --bucket capture-mixed --purge-objects --bypass-gc --max-concurrent-ios=64" \
+        in p.commands()
+
+
+def test_lifecycle_plan_installs_a_rule_and_puts_the_old_ones_back():
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=2 * 86400, method="lifecycle"), now=NOW)
+    assert kinds(p) == ["abort_uploads", "lifecycle_apply", "lc_process", "lifecycle_restore", "gc_process", "verify"]
+    (rule,) = p.steps[1].params["rules"]
+    assert rule["Filter"] == {"Prefix": "plain/"} and rule["Expiration"] == {"Days": 2}
+    assert rule["ID"] == f"rgwkeeper-purge-{p.plan_id}"
+    assert "radosgw-admin lc process --bucket capture-mixed" in p.commands()
+    whole = plan(mixed(), PurgeRequest("capture-mixed", method="lifecycle"), now=NOW)
+    assert whole.steps[2].params["rules"][0]["Expiration"] == {"Date": "2000-01-01T00:00:00Z"}
+    assert "delete_bucket" in kinds(whole)
+
+
+def test_plan_survives_a_round_trip_through_its_checkpoint_form():
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=60), now=NOW)
+    again = Plan.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert again == p and again.plan_id == p.plan_id
+
+
+def test_request_validation_happens_before_anything_is_sent():
+    for bad in ("x&purge-objects=true", "-abc", "UPPER", "a b", "ab"):
+        with pytest.raises(InvalidName):
+            PurgeRequest(bad)
+    for bad in ("a b", "%2e", "-x", "a&b", "tab\there"):
+        with pytest.raises(InvalidName):
+            PurgeRequest("good-bucket", prefix=bad)
+    with pytest.raises(UsageError, match="unknown method"):
+        PurgeRequest("good-bucket", method="fast")
+    assert PurgeRequest("b12", prefix="p/").key() != PurgeRequest("b12", prefix="q/").key()
+
+
+def test_durations_and_sizes():
+    assert [parse_duration(t) for t in ("30s", "15m", "12h", "7d", "2w", "90")] == [30, 900, 43200, 604800,
+                                                                                       1209600, 90]
+    assert [parse_size(t) for t in ("4096", "64K", "4M", "1G", "1.5KiB")] == [4096, 65536, 4 << 20, 1 << 30, 1536]
+    for bad in ("soon", "-1d", "0"):
+        with pytest.raises(UsageError):
+            parse_duration(bad)
+    with pytest.raises(UsageError):
+        parse_size("big")
+
+
+# -- lifecycle rules -------------------------------------------------------------------------------
+
+def test_rules_validate_and_render_as_s3_wants_them():
+    r = lc.parse_rule({"bucket": "logs-*", "prefix": "tmp/", "days": 7, "expired_delete_markers": True,
+                       "noncurrent_days": 2, "abort_multipart_days": 1})
+    main, dm = r.to_s3_rules()
+    assert main["Filter"] == {"Prefix": "tmp/"} and main["Expiration"] == {"Days": 7}
+    assert main["NoncurrentVersionExpiration"] == {"NoncurrentDays": 2}
+    assert main["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+    assert dm["Expiration"] == {"ExpiredObjectDeleteMarker": True} and dm["ID"] == main["ID"] + "-dm"
+    assert main["ID"].startswith("rgwkeeper-") and r.rule_id == lc.parse_rule(dict(
+        bucket="other", prefix="tmp/", days=7, expired_delete_markers=True, noncurrent_days=2,
+        abort_multipart_days=1)).rule_id  # the ID is the rule, not the bucket
+    tagged = lc.parse_rule({"bucket": "b12", "days": 1, "tags": {"tier": "scratch"}})
+    assert tagged.to_s3_rules()[0]["Filter"] == {"Tag": {"Key": "tier", "Value": "scratch"}}
+    both = lc.parse_rule({"bucket": "b12", "days": 1, "prefix": "a/", "tags": {"t": "x"}})
+    assert both.to_s3_rules()[0]["Filter"] == {"And": {"Prefix": "a/", "Tags": [{"Key": "t", "Value": "x"}]}}
+
+
+def test_bad_rules_are_refused_with_every_reason():
+    _, problems = lc.rule_problems({"bucket": "x&y", "prefx": "a", "days": 0})
+    text = "; ".join(problems)
+    assert "unknown key(s) prefx" in text and "days must be a whole number" in text and "not valid" in text
+    _, problems = lc.rule_problems({"bucket": "b12", "abort_multipart_days": 1, "tags": {"a": "b"}})
+    assert any("cannot be combined" in p for p in problems)
+    with pytest.raises(UsageError, match="does nothing"):
+        lc.parse_rule({"bucket": "b12"})
+    with pytest.raises(UsageError, match="Reef"):
+        lc.check_release(lc.parse_rule({"bucket": "b12", "days": 1, "larger_than": 10}), "pacific")
+
+
+def test_merge_keeps_other_rules_and_compares_as_rgw_reads_back():
+    existing = FX["lifecycle_versioned"]["Rules"]
+    ours = lc.parse_rule({"bucket": "b12", "days": 3}).to_s3_rules()
+    merged = lc.merge(existing, ours)
+    assert [r["ID"] for r in merged] == ["keep-a-week", ours[0]["ID"]]
+    assert lc.merge(merged, ours) == merged
+    assert lc.same_rules(existing, existing) and not lc.same_rules(existing, merged)
+    assert lc.same_rules([{**existing[0], "Prefix": ""}], existing)  # RGW adds an empty Prefix on read
+
+
+def test_when_rgw_expires():
+    day = 86400
+    midnight = 20000 * day
+    # Normal: counted from midnight UTC today, so an object written late yesterday is one day old
+    # only after the next midnight.
+    assert lc.expired(midnight - 1, 1, midnight + 3600) is False
+    assert lc.expired(midnight - day, 1, midnight + 3600) is True
+    # rgw_lc_debug_interval = 10: a "day" is 10 s from now.
+    assert lc.expired(100, 1, 109, debug_interval_s=10) is False
+    assert lc.expired(100, 1, 110, debug_interval_s=10) is True
