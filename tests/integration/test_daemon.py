@@ -46,6 +46,15 @@ def wait_for(what, predicate, timeout=60.0, interval=0.5):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def _toml(v):
+    """A TOML value (inline tables and arrays included) from plain Python data."""
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return json.dumps(v)  # strings, numbers and true/false are written the same in TOML
+
+
 class Daemon:
     """`rgwkeeper daemon` as a subprocess with its own config; JSON log lines on stdout."""
 
@@ -58,10 +67,15 @@ class Daemon:
                     **overrides.pop("scrub_throttle", {})}
         daemon = {"tick_s": TICK_S, "lease_s": LEASE_S, "pool": POOL, "instance_id": name,
                   "state_dir": str(self.dir / "state"), "metrics_address": "", **overrides.pop("daemon", {})}
-        lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 10.0\n']
-        for section, values in (("daemon", daemon), ("scrub_throttle", throttle)):
+        # Policies other than the one under test stay off unless a test turns them on.
+        sections = {"spillover": {"enabled": False}, "preshard": {"daemon_reshards": False},
+                    **overrides.pop("sections", {})}
+        lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 10.0\n',
+                 f'[rgw]\nendpoint = "{ceph_cluster.rgw_endpoint}"\n'
+                 f'credentials_file = "{ceph_cluster.credentials_file}"\n']
+        for section, values in (("daemon", daemon), ("scrub_throttle", throttle), *sections.items()):
             lines.append(f"[{section}]")
-            lines.extend(f"{k} = {json.dumps(v)}" for k, v in values.items())
+            lines.extend(f"{k} = {_toml(v)}" for k, v in values.items())
         self.config = self.dir / "rgwkeeper.toml"
         self.config.write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen | None = None
