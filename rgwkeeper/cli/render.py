@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any, Mapping
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -39,7 +40,8 @@ def _ratio_style(used: float, nearfull: float) -> str:
     return "green"
 
 
-def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | None = None) -> None:
+def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | None = None,
+                  daemon: Mapping[str, Any] | None = None) -> None:
     console = console or Console()
     header = Text.assemble(
         ("cluster ", "bold"), snap.fsid, "  ",
@@ -54,6 +56,7 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
     console.print(_scrub(snap))
     if bucket_rows:
         console.print(_buckets(snap, bucket_rows))
+    console.print(_daemon(daemon))
     if snap.errors:
         t = Table(title="not observed", title_justify="left", show_header=True, header_style="bold red")
         t.add_column("source", overflow="fold")
@@ -61,6 +64,33 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
         for source, error in group_errors(snap):
             t.add_row(source, error)
         console.print(t)
+
+
+def _daemon(view: Mapping[str, Any] | None) -> Panel:
+    if view is None:
+        return Panel(Text("no journal: the daemon has not run against this cluster"), title="daemon", title_align="left")
+    lines = []
+    if view.get("paused"):
+        p = view["paused"]
+        lines.append(Text(f"paused by {p.get('by')}" + (f": {p['reason']}" if p.get("reason") else ""), style="yellow"))
+    ov = view.get("overrides") or {}
+    if ov:
+        lines.append(Text("overriding: " + ", ".join(
+            f"{k.split('/')[-1]}={v['applied']} (was {v['original'] if v['original'] is not None else 'unset'})"
+            for k, v in sorted(ov.items())), style="yellow"))
+    else:
+        lines.append(Text("no settings overridden", style="green"))
+    eta = view.get("projected_seconds_to_nearfull")
+    lines.append(Text("raw fill: " + (f"nearfull in about {eta / 3600:.1f} h at the recent rate" if eta
+                                      else "not rising over the recent window")
+                      + (f"; alerting: {', '.join(view['fill_alerts'])}" if view.get("fill_alerts") else "")))
+    for osd, outcome in sorted((view.get("compactions") or {}).items()):
+        lines.append(Text(f"{osd} compacted: slow {human_bytes(outcome.get('slow_before', 0))} -> "
+                          f"{human_bytes(outcome.get('slow_after', 0))}"
+                          + (" (cleared)" if outcome.get("cleared") else " (not cleared)")))
+    for osd, size in sorted((view.get("needs_bigger_db_bytes") or {}).items()):
+        lines.append(Text(f"{osd} needs a bigger DB device: about {human_bytes(size)}", style="red"))
+    return Panel(Group(*lines), title="daemon", title_align="left")
 
 
 def group_errors(snap: Snapshot) -> list[tuple[str, str]]:

@@ -9,12 +9,16 @@ import click
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import render_status
 from rgwkeeper.config import Config
 from rgwkeeper.observe import Adapters, collect_raw
+from rgwkeeper.errors import CephError
+from rgwkeeper.journal import Journal
+from rgwkeeper.policy.fill import projected_seconds
+from rgwkeeper.policy.spillover import recommended_db_bytes
 from rgwkeeper.snapshot import Snapshot, parse
 
 
@@ -31,12 +35,44 @@ def take_snapshot(cfg: Config, access: ClusterAccess) -> tuple[Snapshot, dict[st
     try:
         adapters = Adapters(rados=rados, radosgw_admin=RadosgwAdmin(access), admin_api=admin_api)
         raw = asyncio.run(collect_raw(adapters, cfg))
+        if rgw_note:
+            raw["errors"].append({"source": "rgw", "error": rgw_note})
+        snap = parse(raw, data_pools=cfg.rgw.data_pools, shard_warning_ratio=cfg.rgw.shard_warning_ratio)
+        try:
+            raw["daemon"] = daemon_view(rados, cfg, snap)
+        except CephError as exc:
+            raw["daemon"] = None
+            raw["errors"].append({"source": "daemon journal", "error": str(exc)})
     finally:
         rados.close()
-    if rgw_note:
-        raw["errors"].append({"source": "rgw", "error": rgw_note})
-    snap = parse(raw, data_pools=cfg.rgw.data_pools, shard_warning_ratio=cfg.rgw.shard_warning_ratio)
     return snap, raw
+
+
+def daemon_view(rados: RadosAdapter, cfg: Config, snap: Snapshot) -> dict[str, Any] | None:
+    """What the daemon keeps in RADOS: overrides, pause, fill trend, compaction outcomes."""
+    if cfg.daemon.pool not in (rados.command({"prefix": "osd pool ls"}) or []):
+        return None
+    store = ObjectStore(rados, cfg.daemon.pool)
+    try:
+        journal = Journal(store)
+        overrides, control = journal.overrides(), journal.control()
+    finally:
+        store.close()
+    fill_mem = control.get("fill") or {}
+    compactions = control.get("spillover") or {}
+    bluefs = {f"osd.{b.osd_id}": b for b in snap.bluefs}
+    needs = {k: recommended_db_bytes(bluefs[k], cfg.spillover.db_headroom) for k, v in compactions.items()
+             if not v.get("cleared") and k in bluefs and bluefs[k].slow_used_bytes > 0}
+    return {
+        "paused": control.get("paused"),
+        "overrides": {k: {"applied": e.applied_value, "original": e.original_value if e.original_present else None,
+                          "holder": e.holder, "since": e.since} for k, e in overrides.items()},
+        "fill_alerts": [k for k, on in (fill_mem.get("alerts") or {}).items() if on],
+        "projected_seconds_to_nearfull": projected_seconds(fill_mem.get("samples") or [], snap.ratios.nearfull_ratio),
+        "compactions": compactions,
+        "needs_bigger_db_bytes": needs,
+        "smoothed_write_ops": (control.get("scrub_throttle") or {}).get("ema_write_ops"),
+    }
 
 
 @click.command()
@@ -51,6 +87,7 @@ def status(as_json: bool, bucket_rows: int, **kwargs: Any) -> None:
     if as_json:
         out = snap.to_dict()
         out["collect_seconds"] = raw.get("collect_seconds")
+        out["daemon"] = raw.get("daemon")
         emit_json(out)
     else:
-        render_status(snap, bucket_rows=bucket_rows)
+        render_status(snap, bucket_rows=bucket_rows, daemon=raw.get("daemon"))

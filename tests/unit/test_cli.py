@@ -73,3 +73,18 @@ def test_unknown_option_is_a_usage_error(capsys):
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "rgwkeeper", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("rgwkeeper, version ")
+
+
+def test_daemon_panel_shows_overrides_fill_trend_and_db_advice():
+    view = {"paused": {"by": "ops@admin1", "reason": "upgrade"},
+            "overrides": {"config/osd/osd_scrub_sleep": {"applied": "0.5", "original": None, "holder": "a", "since": 1}},
+            "fill_alerts": ["osd.2"], "projected_seconds_to_nearfull": 7200.0,
+            "compactions": {"osd.1": {"slow_before": 295305216, "slow_after": 885915648, "cleared": False}},
+            "needs_bigger_db_bytes": {"osd.1": 2 << 30}}
+    text = _render(parse(load_fixture("observation.json")), daemon=view)
+    assert "paused by ops@admin1: upgrade" in text
+    assert "osd_scrub_sleep=0.5 (was unset)" in text
+    assert "nearfull in about 2.0 h" in text and "alerting: osd.2" in text
+    assert "osd.1 compacted: slow 281.6 MiB -> 844.9 MiB (not cleared)" in text
+    assert "osd.1 needs a bigger DB device: about 2.0 GiB" in text
+    assert "the daemon has not run" in _render(parse(load_fixture("observation.json")))
