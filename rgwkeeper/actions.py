@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 
 @dataclass(frozen=True)
@@ -51,37 +51,35 @@ class RemoveConfig:
 
 
 @dataclass(frozen=True)
-class SetFlag:
-    """``ceph osd set FLAG`` (e.g. nodeep-scrub)."""
-
+class _FlagAction:
     flag: str
     reason: str = ""
+
+    verb: ClassVar[str] = ""
 
     @property
     def key(self) -> str:
         return f"flag/{self.flag}"
 
     def mon_command(self) -> dict[str, Any]:
-        return {"prefix": "osd set", "key": self.flag}
+        return {"prefix": f"osd {self.verb}", "key": self.flag}
 
     def command(self) -> str:
-        return shlex.join(["ceph", "osd", "set", self.flag])
+        return shlex.join(["ceph", "osd", self.verb, self.flag])
 
 
 @dataclass(frozen=True)
-class UnsetFlag:
-    flag: str
-    reason: str = ""
+class SetFlag(_FlagAction):
+    """``ceph osd set FLAG`` (e.g. nodeep-scrub)."""
 
-    @property
-    def key(self) -> str:
-        return f"flag/{self.flag}"
+    verb: ClassVar[str] = "set"
 
-    def mon_command(self) -> dict[str, Any]:
-        return {"prefix": "osd unset", "key": self.flag}
 
-    def command(self) -> str:
-        return shlex.join(["ceph", "osd", "unset", self.flag])
+@dataclass(frozen=True)
+class UnsetFlag(_FlagAction):
+    """``ceph osd unset FLAG``."""
+
+    verb: ClassVar[str] = "unset"
 
 
 @dataclass(frozen=True)
