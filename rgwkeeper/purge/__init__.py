@@ -78,7 +78,7 @@ def tuning_from(purge_cfg: Any) -> Tuning:
     return Tuning(s3_batches_in_flight=purge_cfg.s3_batches_in_flight,
                   rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
                   max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
-                  long_timeout_s=purge_cfg.long_command_timeout)
+                  long_timeout_s=purge_cfg.long_command_timeout, list_page_size=purge_cfg.list_page_size)
 
 
 def settings_from(purge_cfg: Any) -> Settings:

@@ -336,10 +336,12 @@ class PurgeExecutor:
         def next_page() -> Any:
             if listing["it"] is None:
                 r = listing["resume"]
+                size = self.plan.tuning.list_page_size
                 listing["it"] = (
                     self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=r.get("key_marker"),
-                                                  version_marker=r.get("version_marker"))
-                    if versions else self.io.s3.iter_pages(b, params.get("prefix"), start_after=r.get("start_after")))
+                                                  version_marker=r.get("version_marker"), page_size=size)
+                    if versions else self.io.s3.iter_pages(b, params.get("prefix"), start_after=r.get("start_after"),
+                                                           page_size=size))
             try:
                 page = next(listing["it"], done)
             except Exception:

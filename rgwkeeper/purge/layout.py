@@ -3,8 +3,8 @@
 - An object's head is ``<marker>_<key>`` in the data pool. A key that starts with ``_`` is
   escaped to ``<marker>__<key>`` and gets the locator ``<marker>_<key>`` (rgw_obj_key::get_oid;
   ``rados ls`` shows ``<marker>___k`` with locator ``<marker>__k`` for key ``_k``).
-- Tails are ``<marker>__shadow_...`` (data past the head chunk) and ``<marker>__multipart_...``
-  (parts); a copy in another bucket shares them, counted in their ``refcount`` xattr
+- Tails are ``<marker>__shadow_...`` (data past the head chunk; ``__shadow:<instance>_...`` for a
+  version) and ``<marker>__multipart_...`` (parts); a copy in another bucket shares them, counted in their ``refcount`` xattr
   (cls_refcount). An upload's meta object ``<marker>__multipart_<key>.<id>.meta`` lives in
   the data_extra (non-ec) pool.
 - Index shards are ``.dir.<bucket id>.<shard>`` in the index pool (``.dir.<bucket id>`` when
@@ -16,7 +16,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-TAIL_MARKERS = ("__shadow_", "__multipart_")
+# A tail of a versioned object carries its instance: <marker>__shadow:<instance>_<prefix>_<n>
+# (rgw_obj_key::get_oid with a namespace and an instance; seen on 16.2.15). Versioned heads
+# are <marker>__:<instance>_<key> and are not tails.
+TAIL_MARKERS = ("__shadow_", "__multipart_", "__shadow:", "__multipart:")
 
 
 def head_oid(marker: str, key: str) -> tuple[str, str]:

@@ -8,6 +8,7 @@ kept untouched) and replaced later.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import hashlib
 import json
@@ -186,13 +187,21 @@ def merge(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[di
 
 
 def same_rules(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    """Compare as RGW reads them back: by ID, ignoring order and the empty Prefix RGW adds."""
+    """Compare as RGW reads them back: by ID, ignoring order, the empty Prefix RGW adds, and
+    an expiration Date given as text but read back (by boto3) as a datetime."""
+    def when(value: Any) -> Any:
+        if isinstance(value, datetime.datetime):
+            return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value
+
     def norm(rules: list[dict[str, Any]]) -> dict[str, str]:
         out = {}
         for r in rules:
             r = dict(r)
             if r.get("Prefix") == "" and "Filter" in r:
                 r.pop("Prefix")
+            if "Date" in r.get("Expiration", {}):
+                r["Expiration"] = {**r["Expiration"], "Date": when(r["Expiration"]["Date"])}
             out[r.get("ID", "")] = json.dumps(r, sort_keys=True, default=str)
         return out
     return norm(a) == norm(b)

@@ -109,6 +109,7 @@ class Tuning:
     rados_ops_in_flight: int = 256
     max_concurrent_ios: int | None = None
     long_timeout_s: float = 21600.0
+    list_page_size: int = 1000  # keys per listing page; a checkpoint follows each finished page
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         "delete_objects",
         f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
         + (" (every version and delete marker)" if p.versioning != "off" else ""),
-        calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + " MaxKeys=1000",
+        calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
         params={**scope, "strategy": "s3", "versions": p.versioning != "off"})
     delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then "
@@ -366,7 +367,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
             f"({t.s3_batches_in_flight} batches in flight)",
-            calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys=1000",
+            calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
                    f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
                    f"{p.head_chunk_bytes} B with a single-part ETag; remove it where its size equals the "
                    "object's (all data in the head: no tail to share)",

@@ -234,9 +234,10 @@ class FakeS3:
             self._up("ListObjectsV2")
             self.w.log.append(f"S3 ListObjectsV2 after={after!r}")
             keys = sorted(k for k in self.w.index if k > after and (prefix is None or k.startswith(prefix)))
-            page = [dict(self.w.index[k]) for k in keys[: self.w.page_size]]
+            n = min(self.w.page_size, page_size)
+            page = [dict(self.w.index[k]) for k in keys[:n]]
             yield page
-            if len(keys) <= self.w.page_size:
+            if len(keys) <= n:
                 return
             after = page[-1]["Key"]
 

@@ -266,6 +266,11 @@ def test_merge_keeps_other_rules_and_compares_as_rgw_reads_back():
     assert lc.merge(merged, ours) == merged
     assert lc.same_rules(existing, existing) and not lc.same_rules(existing, merged)
     assert lc.same_rules([{**existing[0], "Prefix": ""}], existing)  # RGW adds an empty Prefix on read
+    import datetime
+
+    put = lc.purge_rule("tmp/", None, "abc")
+    read_back = [{**put[0], "Expiration": {"Date": datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)}}]
+    assert lc.same_rules(read_back, put)  # boto3 parses the Date it reads back
 
 
 def test_when_rgw_expires():

@@ -1,0 +1,301 @@
+"""`rgwkeeper purge` and `expire` against the real cluster, read back with independent tools
+(the host's `rados`/`radosgw-admin` CLIs and boto3), never with rgwkeeper's own adapters.
+
+No test asserts a speed: the machine is shared (bench/purge.py measures).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA_POOL = "default.rgw.buckets.data"
+EXTRA_POOL = "default.rgw.buckets.non-ec"
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 240,
+        check: bool = True) -> subprocess.CompletedProcess:
+    cfg = tmp_path / "rgwkeeper.toml"
+    cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n{config}')
+    argv = [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
+            "--keyring", str(cluster.keyring), "--rgw-endpoint", cluster.rgw_endpoint,
+            "--rgw-credentials", str(cluster.credentials_file), "--timeout", "30", *args[1:]]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rgwkeeper {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def radosgw_admin(cluster, *args: str) -> Any:
+    proc = subprocess.run(["radosgw-admin", "--conf", str(cluster.conf), "--keyring", str(cluster.keyring),
+                           *args], capture_output=True, text=True, timeout=120)
+    return proc
+
+
+def bucket_stats(cluster, bucket: str) -> dict[str, Any] | None:
+    proc = radosgw_admin(cluster, "bucket", "stats", "--bucket", bucket)
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout)
+
+
+def rados_ls(cluster, pool: str, prefix: str) -> list[str]:
+    proc = subprocess.run(["rados", "--conf", str(cluster.conf), "--keyring", str(cluster.keyring), "-p", pool, "ls"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return sorted(line.split("\t")[0] for line in proc.stdout.splitlines() if line.startswith(prefix))
+
+
+def fill(s3, bucket: str, n: int, size: int = 1024, prefix: str = "obj/") -> None:
+    body = b"x" * size
+    with ThreadPoolExecutor(32) as ex:
+        list(ex.map(lambda i: s3.put_object(Bucket=bucket, Key=f"{prefix}{i:06d}", Body=body), range(n)))
+
+
+def multipart(s3, bucket: str, key: str, parts: list[bytes], complete: bool = True) -> str:
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key)
+    etags = [s3.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"], PartNumber=i + 1, Body=p)["ETag"]
+             for i, p in enumerate(parts)]
+    if complete:
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up["UploadId"], MultipartUpload={
+            "Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+    return up["UploadId"]
+
+
+def gc_process(cluster) -> None:
+    assert radosgw_admin(cluster, "gc", "process", "--include-all").returncode == 0
+
+
+def assert_nothing_left(cluster, marker: str) -> None:
+    for pool in (DATA_POOL, EXTRA_POOL):
+        assert rados_ls(cluster, pool, marker + "_") == [], pool
+
+
+def drop_copies_then_nothing_left(cluster, s3, copies: str, marker: str) -> None:
+    """Tails still referenced by copies may stay; once the copies are gone too, nothing may."""
+    for o in s3.list_objects_v2(Bucket=copies).get("Contents", []):
+        s3.delete_object(Bucket=copies, Key=o["Key"])
+    s3.delete_bucket(Bucket=copies)
+    gc_process(cluster)
+    assert_nothing_left(cluster, marker)
+
+
+# -- whole-bucket purges ----------------------------------------------------------------------------
+
+def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph_cluster, s3, bucket_name, tmp_path):
+    b, copies = bucket_name, bucket_name + "-copies"
+    s3.create_bucket(Bucket=b)
+    s3.create_bucket(Bucket=copies)
+    fill(s3, b, 20, size=4096)
+    s3.put_object(Bucket=b, Key="_leading-underscore", Body=b"u" * 10)
+    big = os.urandom(9 << 20)  # a head and tails
+    s3.put_object(Bucket=b, Key="big", Body=big)
+    multipart(s3, b, "multi", [b"a" * (5 << 20), b"b" * 1000])
+    multipart(s3, b, "pending", [b"c" * 1000], complete=False)
+    s3.copy_object(Bucket=copies, Key="big", CopySource={"Bucket": b, "Key": "big"})
+    s3.copy_object(Bucket=copies, Key="multi", CopySource={"Bucket": b, "Key": "multi"})
+    s3.copy_object(Bucket=copies, Key="small", CopySource={"Bucket": b, "Key": "obj/000001"})
+    marker = bucket_stats(ceph_cluster, b)["marker"]
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+    c = doc["counters"]
+    assert c["direct_removed"] == 21 and c["via_s3"] == 2 and c["uploads_aborted"] == 1
+    assert bucket_stats(ceph_cluster, b) is None
+    assert b not in [x["Name"] for x in s3.list_buckets()["Buckets"]]
+    left = rados_ls(ceph_cluster, DATA_POOL, marker + "_")
+    assert left and all("__shadow_" in o or "__multipart_" in o for o in left)  # only tails copies share
+    assert rados_ls(ceph_cluster, EXTRA_POOL, marker + "_") == []
+    # The copies read back byte for byte (tracker 73348 destroyed them with --bypass-gc).
+    assert s3.get_object(Bucket=copies, Key="big")["Body"].read() == big
+    got = s3.get_object(Bucket=copies, Key="multi")["Body"].read()
+    assert hashlib.md5(got).hexdigest() == hashlib.md5(b"a" * (5 << 20) + b"b" * 1000).hexdigest()
+    assert s3.get_object(Bucket=copies, Key="small")["Body"].read() == b"x" * 4096
+    drop_copies_then_nothing_left(ceph_cluster, s3, copies, marker)
+
+
+def test_versioned_bucket_with_delete_markers_and_uploads_is_purged_through_rgw(ceph_cluster, s3, bucket_name,
+                                                                              tmp_path):
+    b, copies = bucket_name, bucket_name + "-copies"
+    s3.create_bucket(Bucket=b)
+    s3.create_bucket(Bucket=copies)
+    s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    for i in range(3):
+        s3.put_object(Bucket=b, Key="doc", Body=f"version {i}".encode())
+    v1 = os.urandom(6 << 20)
+    s3.put_object(Bucket=b, Key="big", Body=v1)
+    s3.put_object(Bucket=b, Key="big", Body=b"smaller second version")
+    s3.put_object(Bucket=b, Key="gone", Body=b"x")
+    s3.delete_object(Bucket=b, Key="gone")  # a delete marker
+    multipart(s3, b, "multi", [b"m" * (5 << 20), b"n" * 10])
+    multipart(s3, b, "pending", [b"p" * 100], complete=False)
+    first_big = next(v for v in s3.list_object_versions(Bucket=b, Prefix="big")["Versions"] if not v["IsLatest"])
+    s3.copy_object(Bucket=copies, Key="old-big", CopySource={"Bucket": b, "Key": "big",
+                                                             "VersionId": first_big["VersionId"]})
+    marker = bucket_stats(ceph_cluster, b)["marker"]
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "s3", doc["checks"]
+    assert doc["counters"]["delete_markers_deleted"] == 1 and doc["counters"]["uploads_aborted"] == 1
+    assert bucket_stats(ceph_cluster, b) is None
+    assert s3.get_object(Bucket=copies, Key="old-big")["Body"].read() == v1
+    assert rados_ls(ceph_cluster, EXTRA_POOL, marker + "_") == []
+    drop_copies_then_nothing_left(ceph_cluster, s3, copies, marker)
+
+
+def test_dry_run_changes_nothing(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 10)
+    multipart(s3, b, "pending", [b"c" * 100], complete=False)
+    rule = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "tmp/"}, "Expiration": {"Days": 30}}
+    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [rule]})
+    before = bucket_stats(ceph_cluster, b)
+    marker = before["marker"]
+    objects_before = rados_ls(ceph_cluster, DATA_POOL, marker + "_")
+
+    for args in (["--dry-run"], ["--dry-run", "--json"], ["--dry-run", "--prefix", "obj/", "--older-than", "1s"]):
+        out = cli(ceph_cluster, tmp_path, "purge", b, *args).stdout
+        assert ("metadata rm bucket:" in out or "DeleteObjects" in out), out
+
+    after = bucket_stats(ceph_cluster, b)
+    for volatile in ("mtime",):
+        before.pop(volatile, None)
+        after.pop(volatile, None)
+    assert after == before
+    assert rados_ls(ceph_cluster, DATA_POOL, marker + "_") == objects_before
+    assert s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"][0]["ID"] == "theirs"
+    assert len(s3.list_multipart_uploads(Bucket=b).get("Uploads", [])) == 1
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("method, config", [
+    ("s3", "s3_batches_in_flight = 1\nlist_page_size = 100\n"),
+    ("direct", "rados_ops_in_flight = 1\nlist_page_size = 100\n"),
+])
+def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, tmp_path, method, config):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 600, size=512)
+    marker = bucket_stats(ceph_cluster, b)["marker"]
+    cfg = tmp_path / "rgwkeeper.toml"
+    cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n{config}')
+    argv = [sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), "--conf", str(ceph_cluster.conf),
+            "--keyring", str(ceph_cluster.keyring), "--rgw-endpoint", ceph_cluster.rgw_endpoint,
+            "--rgw-credentials", str(ceph_cluster.credentials_file), b, "--method", method, "--yes"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        # Kill it (SIGKILL: no cleanup at all) once its checkpoint shows a finished page.
+        deadline = time.monotonic() + 120
+        cursor = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            for f in (tmp_path / "state").glob(f"{b}.*.json"):
+                try:
+                    state = json.loads(f.read_text())
+                except (OSError, json.JSONDecodeError):
+                    continue
+                if state.get("cursor"):
+                    cursor = state["cursor"]
+            if cursor:
+                break
+            time.sleep(0.05)
+        assert cursor, "the purge finished or stalled before its first checkpoint"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    stats = bucket_stats(ceph_cluster, b)
+    assert stats is not None and stats["usage"].get("rgw.main", {}).get("num_objects", 0) > 0  # really interrupted
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--method", method, "--yes", "--json",
+                         config=config).stdout)
+
+    assert doc["ok"] and doc["resumed"] == 1, doc["checks"]
+    assert bucket_stats(ceph_cluster, b) is None
+    assert_nothing_left(ceph_cluster, marker)
+
+
+def test_pacing_slows_the_purge_when_writes_are_slower_than_the_target(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 200, size=512)
+    # A target no write can meet: the purge must back off to its floor, and still finish.
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json",
+                         config="pace_write_latency_ms = 0.001\npace_probe_interval = 0.1\n").stdout)
+    assert doc["ok"] and doc["pacing"]["samples"] >= 1
+    assert doc["pacing"]["min_concurrency_fraction"] < 1.0
+    assert bucket_stats(ceph_cluster, b) is None
+
+
+def test_user_mistakes_are_one_line_and_change_nothing(ceph_cluster, s3, bucket_name, tmp_path):
+    missing = cli(ceph_cluster, tmp_path, "purge", bucket_name + "-missing", "--yes", check=False)
+    assert missing.returncode == 2
+    assert missing.stderr == f"rgwkeeper: error: bucket '{bucket_name}-missing' does not exist; nothing was changed\n"
+    s3.create_bucket(Bucket=bucket_name)
+    s3.put_object(Bucket=bucket_name, Key="k", Body=b"v")
+    for args, config in (([bucket_name, "--yes"], f'protected_buckets = ["{bucket_name[:4]}*"]\n'),
+                         ([bucket_name], ""),  # no terminal, no --yes
+                         ([bucket_name, "--prefix", "a&b=c", "--yes"], "")):
+        proc = cli(ceph_cluster, tmp_path, "purge", *args, config=config, check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert s3.get_object(Bucket=bucket_name, Key="k")["Body"].read() == b"v"
+    assert bucket_stats(ceph_cluster, bucket_name)["bucket_quota"]["enabled"] is False
+
+
+# -- lifecycle ------------------------------------------------------------------------------------
+
+def test_expire_by_prefix_deletes_exactly_the_matching_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
+    rgw_option("rgw_lc_debug_interval", "1")  # a lifecycle "day" is 1 s for radosgw-admin lc process
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    theirs = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}
+    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
+    fill(s3, b, 12, prefix="logs/")
+    fill(s3, b, 5, prefix="logs-2/")  # shares the characters "logs" but not the prefix "logs/"
+    fill(s3, b, 5, prefix="keep/")
+    time.sleep(2.5)
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "expire", b, "--prefix", "logs/", "--days", "1", "--yes",
+                         "--json").stdout)
+
+    (result,) = doc
+    assert result["ok"] and result["changed"] and result["ran"], result
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    assert not any(k.startswith("logs/") for k in keys)
+    assert {k for k in keys if k.startswith("logs-2/")} == {f"logs-2/{i:06d}" for i in range(5)}
+    assert {k for k in keys if k.startswith("keep/")} == {f"keep/{i:06d}" for i in range(5)}
+    ids = {r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]}
+    assert "theirs" in ids and any(i.startswith("rgwkeeper-") for i in ids)  # installed next to theirs
+
+
+def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    theirs = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}
+    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
+    fill(s3, b, 10, prefix="tmp/")
+    fill(s3, b, 4, prefix="tmpx/")
+    multipart(s3, b, "tmp/pending", [b"z" * 100], complete=False)
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "tmp/", "--method", "lifecycle", "--yes",
+                         "--json").stdout)
+
+    assert doc["ok"], doc["checks"]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    assert keys == {f"tmpx/{i:06d}" for i in range(4)}
+    assert s3.list_multipart_uploads(Bucket=b).get("Uploads", []) == []
+    assert [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]] == ["theirs"]
