@@ -288,18 +288,25 @@ async def _prepare(execute: Execute, requests: list[Request], concurrency: int) 
     return errors
 
 
-async def _cleanup(s3: S3Client, objects: list[Request]) -> int:
+async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = 8) -> int:
+    """DeleteObjects in batches of 1000, ``in_flight`` batches at once (FIELD-NOTES: 8 in
+    flight deleted 403 objects/s against 291 one at a time)."""
+    batches = []
     by_bucket: dict[str, list[str]] = {}
     for obj in objects:
         by_bucket.setdefault(obj.bucket, []).append(obj.key)
-    failed = 0
     for bucket, keys in by_bucket.items():
-        for i in range(0, len(keys), 1000):
+        batches.extend((bucket, keys[i:i + 1000]) for i in range(0, len(keys), 1000))
+    sem = asyncio.Semaphore(in_flight)
+
+    async def one(bucket: str, keys: list[str]) -> int:
+        async with sem:
             try:
-                failed += await s3.delete_objects(bucket, keys[i:i + 1000])
+                return await s3.delete_objects(bucket, keys)
             except CephError:
-                failed += len(keys[i:i + 1000])
-    return failed
+                return len(keys)
+
+    return sum(await asyncio.gather(*(one(b, k) for b, k in batches)))
 
 
 # -- the parent: start, collect, control ----------------------------------------------------------
