@@ -91,3 +91,11 @@ class AdminApi:
                                enabled: bool) -> None:
         await self.arequest("put", "bucket", self.bucket_quota_params(
             uid, bucket, max_objects=max_objects, max_size_kb=max_size_kb, enabled=enabled))
+
+    async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
+        """``GET /admin/metadata/<section>?key=...`` (caps metadata=read): the same document as
+        ``radosgw-admin metadata get <section>:<key>``."""
+        from rgwkeeper.adapters.radosgw_admin import validate_metadata_key
+
+        validate_metadata_key(f"{section}:{key}")
+        return await self.arequest("get", f"metadata/{section}", {"key": key})

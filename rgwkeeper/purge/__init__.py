@@ -108,7 +108,8 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
     try:
-        profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados)
+        profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
+                                                             admin_api=io.admin_api)
     except NoSuchBucket:
         profile = None
     ignored: list[str] = []

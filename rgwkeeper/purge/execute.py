@@ -495,8 +495,8 @@ class PurgeExecutor:
                 await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
                                                 sweep=True)
                 continue
-            for args in step.admin:
-                await self._admin(args)
+            await asyncio.gather(*(self._admin(args, long=True) for args in step.admin))
+            self._space_free_at = self.clock()
             return
 
     async def _step_prove_head_only(self, step: Step) -> None:
@@ -628,8 +628,14 @@ class PurgeExecutor:
 
     async def _scan_pool(self, pool: str) -> Check:
         p = self.plan.profile
-        found, complete = await self.io.bulk(pool).list_prefix(bucket_prefix(p.marker),
-                                                             max_scanned=self.settings.verify_scan_max_objects)
+        try:
+            found, complete = await self.io.bulk(pool).list_prefix(bucket_prefix(p.marker),
+                                                                 max_scanned=self.settings.verify_scan_max_objects)
+        except CephError as exc:
+            if exc.ret != -errno.ENOENT:
+                raise
+            # RGW creates the data-extra (non-ec) pool on the first multipart upload only.
+            return Check(f"no RADOS objects left in {pool}", "ok", "the pool does not exist")
         if not complete:
             return Check(f"no RADOS objects left in {pool}", "skipped",
                          f"the pool has more than {self.settings.verify_scan_max_objects:,} objects "

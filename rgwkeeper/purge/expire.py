@@ -75,7 +75,7 @@ class ExpireResult:
 async def plan_expire(bucket: str, rules: list[lc.ExpiryRule], io: PurgeIO, *, protected: list[str],
                       run_now: bool) -> ExpirePlan:
     check_protected(bucket, protected)
-    profile = await gather_profile(bucket, rgw=io.rgw, rados=io.rados)
+    profile = await gather_profile(bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
     for r in rules:
         lc.check_release(r, profile.release)
     existing = await asyncio.to_thread(io.s3.get_lifecycle, bucket)
@@ -108,7 +108,7 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float,
         lc_started = time.time()
         await io.rgw.run(*rgwa.lc_process_args(b), timeout=long_timeout_s)
         await io.rgw.run(*rgwa.gc_process_args(include_all=True), timeout=long_timeout_s)
-        after = await gather_profile(b, rgw=io.rgw, rados=io.rados)
+        after = await gather_profile(b, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
         checks += await _check_expired(xp, io, lc_started)
     return ExpireResult(bucket=b, rules=[r.rule_id for r in xp.rules], changed=xp.changes, ran=xp.run_now,
                         objects_before=xp.profile.num_objects, objects_after=after.num_objects,

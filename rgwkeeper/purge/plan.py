@@ -351,9 +351,12 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
         params={**scope, "strategy": "s3", "versions": p.versioning != "off"})
-    delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then "
-                         "resync the owner's stats, which DeleteBucket leaves as they were",
-                         admin=(rgwa.user_stats_sync_args(p.owner),), calls=(f"S3 DeleteBucket bucket={b}",))
+    delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then, at "
+                         "the same time, resync the owner's stats (DeleteBucket leaves them as they were) and "
+                         "process GC including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so "
+                         "the tails' space really comes back",
+                         admin=(rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
+                         calls=(f"S3 DeleteBucket bucket={b}",))
     steps: list[Step] = []
     if method == "direct":
         steps.append(fence)
@@ -392,9 +395,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         if r.whole_bucket:
             steps.append(fence)
         steps += [aborts, s3_delete]
-        if r.whole_bucket:
-            steps.append(delete_bucket)
-        steps.append(gc)
+        steps.append(delete_bucket if r.whole_bucket else gc)
     elif method in ("admin-purge", "admin-purge-bypass-gc"):
         bypass = method == "admin-purge-bypass-gc"
         if bypass:
@@ -426,9 +427,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         steps.append(Step("lifecycle_restore", "put the bucket's previous lifecycle configuration back",
                           calls=("S3 PutBucketLifecycleConfiguration with the rules read before (or "
                                  "DeleteBucketLifecycle if there were none)",)))
-        if r.whole_bucket:
-            steps.append(delete_bucket)
-        steps.append(gc)
+        steps.append(delete_bucket if r.whole_bucket else gc)
     else:  # pragma: no cover - METHODS is checked in PurgeRequest
         raise ValueError(method)
     steps.append(verify)

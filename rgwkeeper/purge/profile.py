@@ -10,9 +10,10 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.errors import NotFound, UsageError
+from rgwkeeper.errors import CephError, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.snapshot import parse_release
 
@@ -112,8 +113,15 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
     )
 
 
-async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter) -> BucketProfile:
-    """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist."""
+async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
+                         admin_api: AdminApi | None = None) -> BucketProfile:
+    """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist.
+
+    With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
+    instead of two radosgw-admin processes run one after the other (each 0.15-1 s here); the
+    zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
+    meanwhile. Without the metadata=read cap the instance is read with radosgw-admin.
+    """
     validate_bucket(bucket)
 
     async def head_chunk() -> int | None:
@@ -126,14 +134,23 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter)
         except (TypeError, ValueError):
             return None
 
+    async def stats_and_instance() -> tuple[dict[str, Any], dict[str, Any]]:
+        if admin_api is not None:
+            stats = await admin_api.bucket_stats(bucket)
+            try:
+                return stats, await admin_api.metadata_get("bucket.instance", f"{bucket}:{stats['id']}")
+            except NotFound:
+                raise
+            except CephError:  # AccessDenied: the admin user lacks metadata=read
+                pass
+        else:
+            stats = await rgw.bucket_stats(bucket)
+        return stats, await rgw.metadata_get(f"bucket.instance:{bucket}:{stats['id']}")
+
     try:
-        stats, placement, zones, versions, chunk = await asyncio.gather(
-            rgw.bucket_stats(bucket), rgw.zone_placement(), rgw.zonegroup_zones(),
+        (stats, instance), placement, zones, versions, chunk = await asyncio.gather(
+            stats_and_instance(), rgw.zone_placement(), rgw.zonegroup_zones(),
             rados.acommand({"prefix": "versions"}), head_chunk())
     except NotFound:
         raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
-    try:
-        instance = await rgw.metadata_get(f"bucket.instance:{bucket}:{stats['id']}")
-    except NotFound:
-        raise NoSuchBucket(f"bucket {bucket!r} disappeared while it was being read") from None
     return parse_profile(stats, instance, placement, zones, versions or {}, chunk)

@@ -87,6 +87,7 @@ class World:
         self.user_synced_at = "2020-01-01T00:00:00.000000Z"
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
         self.fail_delete_keys: set[str] = set()
+        self.metadata_caps = True  # False: the admin user lacks metadata=read
 
     # -- helpers -----------------------------------------------------------------------------
     def current_stats(self) -> dict[str, Any]:
@@ -369,7 +370,18 @@ class FakeAdminApi:
         self.w.quota.update(enabled=enabled, max_objects=max_objects, max_size_kb=max_size_kb)
 
     async def bucket_stats(self, bucket: str) -> dict[str, Any]:
+        if bucket != self.w.bucket:
+            raise NotFound(f"GET /admin/bucket?bucket={bucket}", "NoSuchBucket")
+        self.w.log.append("admin API bucket stats")
         return self.w.current_stats()
+
+    async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
+        if self.w.metadata_caps is False:
+            raise CephError(f"GET /admin/metadata/{section}", "AccessDenied: the admin user lacks the caps")
+        if section == "bucket.instance" and key == f"{self.w.bucket}:{self.w.bucket_id}" and self.w.instance:
+            self.w.log.append("admin API metadata get")
+            return copy.deepcopy(self.w.instance)
+        raise NotFound(f"GET /admin/metadata/{section}", "NoSuchKey")
 
 
 class FakeRados:

@@ -33,7 +33,7 @@ def no_sleep(monkeypatch):
 
 def make(world, tmp_path, request=None, **kw):
     io, bulks = purge_io(world, tmp_path)
-    profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados))
+    profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
     p = plan(profile, request or PurgeRequest(world.bucket), now=kw.pop("now", time.time()))
     cp = Checkpoint(tmp_path / "cp.json")
     return p, io, cp, bulks
@@ -56,7 +56,7 @@ def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_p
     assert removed == {w.head(k) for k in ("plain/0", "plain/1", "plain/2", "_underscore")}
     assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" in line for line in w.log)
     assert "S3 AbortMultipartUpload incomplete" in w.log
-    changes = [line for line in w.log if line.startswith(("admin API", "rados rm", "S3 Delete", "S3 Abort"))]
+    changes = [line for line in w.log if line.startswith(("admin API quota", "rados rm", "S3 Delete", "S3 Abort"))]
     assert changes[0] == "admin API quota max_objects=0"  # the fence comes first
     # The end state, as the fake world holds it and as the report read it back.
     assert not w.exists and w.instance is None and w.bucket not in w.user_buckets
@@ -169,7 +169,7 @@ def test_bypass_gc_is_refused_for_a_bucket_with_tails_and_nothing_changes(tmp_pa
         run(p, io, cp)
     assert (json.dumps(w.current_stats(), sort_keys=True), sorted(w.pools[DATA])) == before
     assert not cp.path.exists()  # nothing to resume: the refusal came before any change
-    assert not any(line.startswith(("admin API", "rados rm", "S3 Delete", "S3 Abort")) for line in w.log)
+    assert not any(line.startswith(("admin API quota", "rados rm", "S3 Delete", "S3 Abort")) for line in w.log)
 
 
 def test_bypass_gc_runs_when_every_object_is_head_only(tmp_path):
@@ -348,3 +348,49 @@ def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, m
         run(p, io, cp)
     assert w.exists and len(w.pools[INDEX]) == 11 and w.instance is not None
     assert cp.load().status == "failed"
+
+
+def test_a_data_extra_pool_that_was_never_created_holds_nothing(tmp_path):
+    # RGW creates the non-ec pool on the first multipart upload only (a fresh 16.2.15 cluster).
+    w = World(extra_plain=2)
+    for key in ("big", "multi"):
+        del w.index[key]
+        for oid in [w.head(key), *w.tails.pop(key)]:
+            w.pools[DATA].pop(oid, None)
+    for u in list(w.uploads):
+        FakeS3(w).abort_upload(w.bucket, u["Key"], u["UploadId"])
+    w.gc_process()
+    del w.pools[EXTRA]
+    p, io, cp, bulks = make(w, tmp_path)
+
+    from tests.unit import purge_fakes
+
+    class NoPool(purge_fakes.FakeBulk):
+        def __init__(self, world, pool):
+            self.w, self.pool, self.windows = world, pool, []
+
+        async def list_prefix(self, prefix, *, max_scanned):
+            from rgwkeeper.errors import CephError
+
+            raise CephError(f"{self.pool}/list", "error opening pool", ret=-2)
+
+    real_bulk = io.bulk
+    io.bulk = lambda pool: NoPool(w, pool) if pool == EXTRA else real_bulk(pool)
+    report = run(p, io, cp)
+    assert report.ok
+    assert {c.name: c.detail for c in report.checks}[f"no RADOS objects left in {EXTRA}"] == "the pool does not exist"
+
+
+def test_profile_comes_from_the_admin_api_and_falls_back_without_metadata_caps(tmp_path):
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    p1 = asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+    assert "admin API metadata get" in w.log and not any(line.startswith("radosgw-admin metadata get") for line in w.log)
+    w.log.clear()
+    w.metadata_caps = False
+    p2 = asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+    assert any(line.startswith("radosgw-admin metadata get bucket.instance:") for line in w.log)
+    assert p1 == p2
+    w.exists = False
+    with pytest.raises(NoSuchBucket):
+        asyncio.run(gather_profile("other-bucket", rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
