@@ -150,6 +150,7 @@ class RadosgwAdmin:
                 "data_extra_pool": val.get("data_extra_pool", ""),
                 "data_pool": classes.get("STANDARD", {}).get("data_pool", ""),
                 "storage_classes": sorted(classes),
+                "class_data_pools": sorted({c.get("data_pool", "") for c in classes.values()} - {""}),
             }
         return out
 

@@ -22,8 +22,9 @@ from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
 from rgwkeeper.purge.plan import METHODS, PurgeRequest, check_protected, parse_duration, parse_size
 
 
-def _confirm(lines: list[str], bucket: str, yes: bool) -> None:
-    """Ask on the terminal; with no terminal and no --yes, refuse (never wait for input)."""
+def _confirm(lines: list[str], expected: str, yes: bool) -> None:
+    """Ask on the terminal for ``expected`` (the bucket's name); with no terminal and no --yes,
+    refuse at once (never wait for input)."""
     if yes:
         return
     if not sys.stdin.isatty():
@@ -31,8 +32,8 @@ def _confirm(lines: list[str], bucket: str, yes: bool) -> None:
                          "(nothing was changed)")
     for line in lines:
         click.echo(line, err=True)
-    answer = click.prompt(f"Type the bucket name ({bucket}) to go on", err=True, default="", show_default=False)
-    if answer.strip() != bucket:
+    answer = click.prompt(f"Type {expected!r} to go on", err=True, default="", show_default=False)
+    if answer.strip() != expected:
         raise UsageError("not confirmed; nothing was changed")
 
 
@@ -263,5 +264,5 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
     for x in plans:
         lines.append(f"  {x.profile.bucket}: {x.profile.num_objects:,} objects, {human_bytes(x.profile.size_bytes)}; "
                      + "; ".join(r.describe() for r in x.rules))
-    _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else "all", yes)
+    _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
     return [await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout) for x in plans]

@@ -609,7 +609,7 @@ class PurgeExecutor:
             checks.append(Check("index shards gone", "failed" if left else "ok",
                                 f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
                                 f"{len(shards)} shard objects absent from {p.index_pool}"))
-        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool)) if x]
+        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool, *p.class_data_pools)) if x]
         for pool in pools:
             checks.append(await self._scan_pool(pool))
         checks.append(await self._gc_check())

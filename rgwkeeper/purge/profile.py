@@ -54,6 +54,9 @@ class BucketProfile:
     release: str
     version: str
     head_chunk_bytes: int = DEFAULT_HEAD_CHUNK_BYTES
+    # Data pools of the placement's other storage classes: tails of objects moved there
+    # (lifecycle transitions) live in them while the head stays in data_pool.
+    class_data_pools: tuple[str, ...] = ()
 
     @property
     def mean_object_bytes(self) -> float:
@@ -64,7 +67,7 @@ class BucketProfile:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BucketProfile":
-        return cls(**d)
+        return cls(**{**d, "class_data_pools": tuple(d.get("class_data_pools", ()))})
 
 
 def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placement: Mapping[str, Any],
@@ -110,6 +113,7 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
         release=release,
         version=version,
         head_chunk_bytes=head_chunk_bytes or DEFAULT_HEAD_CHUNK_BYTES,
+        class_data_pools=tuple(x for x in pools.get("class_data_pools", ()) if x != pools.get("data_pool")),
     )
 
 

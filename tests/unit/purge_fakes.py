@@ -90,6 +90,17 @@ class World:
         self.metadata_caps = True  # False: the admin user lacks metadata=read
 
     # -- helpers -----------------------------------------------------------------------------
+    def only_head_only_objects(self) -> "World":
+        """Drop the objects with tails and the incomplete upload, as if they had been deleted."""
+        for key in ("big", "multi"):
+            del self.index[key]
+            for oid in [self.head(key), *self.tails.pop(key)]:
+                self.pools[DATA].pop(oid, None)
+        for u in list(self.uploads):
+            FakeS3(self).abort_upload(self.bucket, u["Key"], u["UploadId"])
+        self.gc_process()
+        return self
+
     def current_stats(self) -> dict[str, Any]:
         if not self.exists:
             raise NotFound("bucket stats", "does not exist")

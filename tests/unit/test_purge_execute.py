@@ -16,7 +16,7 @@ from rgwkeeper.purge.execute import PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import Limiter, Pacer
 from rgwkeeper.purge.plan import PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
-from tests.unit.purge_fakes import DATA, EXTRA, INDEX, FakeS3, World, purge_io
+from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
 
 FAST = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0)
 
@@ -173,14 +173,7 @@ def test_bypass_gc_is_refused_for_a_bucket_with_tails_and_nothing_changes(tmp_pa
 
 
 def test_bypass_gc_runs_when_every_object_is_head_only(tmp_path):
-    w = World(extra_plain=4)
-    for key in ("big", "multi"):
-        del w.index[key]
-        for oid in [w.head(key), *w.tails.pop(key)]:
-            w.pools[DATA].pop(oid, None)
-    for u in list(w.uploads):
-        FakeS3(w).abort_upload(w.bucket, u["Key"], u["UploadId"])
-    w.gc_process()
+    w = World(extra_plain=4).only_head_only_objects()
     p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", method="admin-purge-bypass-gc"))
     report = run(p, io, cp)
     assert report.ok and not w.exists
@@ -352,14 +345,7 @@ def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, m
 
 def test_a_data_extra_pool_that_was_never_created_holds_nothing(tmp_path):
     # RGW creates the non-ec pool on the first multipart upload only (a fresh 16.2.15 cluster).
-    w = World(extra_plain=2)
-    for key in ("big", "multi"):
-        del w.index[key]
-        for oid in [w.head(key), *w.tails.pop(key)]:
-            w.pools[DATA].pop(oid, None)
-    for u in list(w.uploads):
-        FakeS3(w).abort_upload(w.bucket, u["Key"], u["UploadId"])
-    w.gc_process()
+    w = World(extra_plain=2).only_head_only_objects()
     del w.pools[EXTRA]
     p, io, cp, bulks = make(w, tmp_path)
 

@@ -100,13 +100,18 @@ def test_zone_placement_drops_the_system_key(tmp_path):
     from rgwkeeper.access import ClusterAccess
     from tests.unit.fakes import FakeRunner
 
-    zone = dict(FX["zone_get"], system_key={"access_key": "AK", "secret_key": "SECRET"})
+    zone = json.loads(json.dumps(FX["zone_get"]))
+    zone["system_key"] = {"access_key": "AK", "secret_key": "SECRET"}
+    zone["placement_pools"][0]["val"]["storage_classes"]["COLD"] = {"data_pool": "cold.rgw.buckets.data"}
     runner = FakeRunner().expect(["zone", "get", "--format=json"], json.dumps(zone))
     rgw = RadosgwAdmin(ClusterAccess(conf=tmp_path / "c", keyring=None, client_name="client.admin", rgw_endpoint=None,
                                      rgw_credentials_file=None), runner=runner)
     placement = asyncio.run(rgw.zone_placement())
     assert "SECRET" not in json.dumps(placement)
     assert placement["default-placement"]["data_pool"] == "default.rgw.buckets.data"
+    zones = [z["name"] for z in FX["zonegroup_get"]["zones"]]
+    p = parse_profile(FX["bucket_stats_mixed"], FX["instance_mixed"], placement, zones, FX["versions"])
+    assert p.class_data_pools == ("cold.rgw.buckets.data",)  # scanned too by the end-state check
 
 
 # -- the planner -----------------------------------------------------------------------------------
