@@ -11,9 +11,11 @@ import contextlib
 import csv
 import json
 import math
+import re
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -368,7 +370,7 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     if maint.exit_code not in (None, 0) and verdict.outcome == analysis.PASS:
         verdict.outcome = analysis.INCONCLUSIVE
     result["verdict"] = verdict.to_dict()
-    result["maintenance"] = {"kind": maint.kind, "argv": argv, "exit_code": maint.exit_code,
+    result["maintenance"] = {"kind": maint.kind, "argv": redact_argv(argv), "exit_code": maint.exit_code,
                              "start_s": m_start, "stderr_tail": maint.stderr_tail}
     _write_outputs(result, series, rec, o, f"rgwkeeper verify: {maint.describe()} - {verdict.outcome}",
                    windows=[{"name": w.name, "start": w.start, "end": w.end} for w in windows])
@@ -383,25 +385,28 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     raise SystemExit(_EXIT[verdict.outcome])
 
 
+@dataclass
 class Maintenance:
-    """The controller ``verify`` gives the runner: wait, start maintenance, mark events, stop."""
+    """The controller ``verify`` gives the runner: wait, start maintenance, mark events, stop.
 
-    def __init__(self, *, start_at: float, window_s: float, kind: str, argv: list[str], rados: Any,
-                 scrub_every: float | None, timeout_s: float) -> None:
-        self.start_at = start_at
-        self.window_s = window_s
-        self.kind = kind
-        self.argv = argv
-        self.rados = rados
-        self.scrub_every = scrub_every
-        self.timeout_s = timeout_s
-        self.started_t: float | None = None
-        self.exit_code: int | None = None
-        self.stderr_tail = ""
+    ``kind`` is deep-scrub, none or cmd; times are seconds after the run's start.
+    """
+
+    start_at: float
+    window_s: float
+    kind: str
+    argv: list[str]
+    rados: Any
+    scrub_every: float | None
+    timeout_s: float
+    started_t: float | None = None
+    exit_code: int | None = None
+    stderr_tail: str = ""
 
     def describe(self) -> str:
         if self.kind == "cmd":
-            return " ".join(self.argv[:4]) + (" ..." if len(self.argv) > 4 else "")
+            shown = redact_argv(self.argv)
+            return " ".join(shown[:4]) + (" ..." if len(shown) > 4 else "")
         return {"deep-scrub": "ceph osd deep-scrub all", "none": "no maintenance"}[self.kind]
 
     async def control(self, run: RunHandle) -> None:
@@ -458,6 +463,23 @@ class Maintenance:
         lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
         self.stderr_tail = lines[-1][:300] if lines else ""
         run.mark("maintenance-end", f"command exited {proc.returncode}", exit_code=proc.returncode)
+
+
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(secret|password|passwd|token|access-key)[\w-]*$", re.I)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """argv as it may be shown or saved: the value of any secret-looking flag replaced."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        flag, eq, _ = arg.partition("=")
+        if eq and _SECRET_FLAG.match(flag):
+            out.append(f"{flag}=[redacted]")
+        elif i > 0 and _SECRET_FLAG.match(argv[i - 1]) and not arg.startswith("-"):
+            out.append("[redacted]")
+        else:
+            out.append(arg)
+    return out
 
 
 def _die_with_parent() -> None:

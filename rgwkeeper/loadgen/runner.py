@@ -522,8 +522,11 @@ class _Collector(threading.Thread):
                     msg = c.recv()
                 except (EOFError, OSError):
                     open_conns.remove(c)
-                    if len(self.cleaned) < self.workers and not self.failure and not self._stopping.is_set():
-                        self.failure = "a worker process exited unexpectedly"
+                    index = self.conns.index(c)
+                    # A worker closes its pipe when it exits: fine after its last message.
+                    finished = any(w["worker"] == index for w in self.cleaned)
+                    if not finished and not self.failure and not self._stopping.is_set():
+                        self.failure = f"worker {index} exited unexpectedly"
                     continue
                 self._handle(msg)
         self._cleaned_evt.set()

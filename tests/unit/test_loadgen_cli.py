@@ -94,3 +94,11 @@ def test_run_without_an_endpoint_or_with_a_bad_mix_is_one_line(tmp_path, capsys,
     rc, _, err = _run(["loadgen", "run", "--config", str(cfg), "--rgw-endpoint", "http://127.0.0.1:1",
                        "--rgw-credentials", str(creds), "--mix", "HEAD=1"], capsys)
     assert rc == 2 and "unknown operation 'HEAD'" in err and "s3cr3t" not in err
+
+
+def test_maintenance_argv_is_redacted_where_shown_or_saved():
+    from rgwkeeper.cli.loadgen import redact_argv
+
+    argv = ["tool", "--secret-key", "abc", "--password=xyz", "--keyring", "/etc/k", "--access-key", "AK", "-v"]
+    assert redact_argv(argv) == ["tool", "--secret-key", "[redacted]", "--password=[redacted]", "--keyring",
+                                 "/etc/k", "--access-key", "[redacted]", "-v"]

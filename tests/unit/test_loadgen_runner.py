@@ -136,3 +136,26 @@ def test_run_spec_splits_concurrency_over_workers():
     spec = RunSpec(endpoint="http://h:1", workload=Workload(), concurrency=7, workers=3)
     assert [spec.in_flight(i) for i in range(3)] == [3, 2, 2]
     assert spec.mode == "closed" and RunSpec(endpoint="x", workload=Workload(), rate=5).mode == "open"
+
+
+def test_the_collector_tells_a_worker_that_finished_from_one_that_died():
+    import multiprocessing as mp
+
+    from rgwkeeper.loadgen.runner import _Collector
+
+    ends = [mp.Pipe(duplex=False) for _ in range(3)]
+    collector = _Collector([r for r, _ in ends], 3)
+    collector.start()
+    (_, w0), (_, w1), (_, w2) = ends
+    w0.send(("done", 0, {"requests": 1, "cpu_s": 0.0, "substituted": 0}))
+    w0.send(("cleaned", 0, {"objects": 0, "failed": 0}))
+    w0.close()  # worker 0 is finished and gone while the others still work
+    w1.send(("done", 1, {"requests": 1, "cpu_s": 0.0, "substituted": 0}))
+    w1.close()  # worker 1 died before it cleaned up
+    for _ in range(500):  # the thread reads in the background; bounded wait for it
+        if collector.failure:
+            break
+        collector.join(0.01)
+    collector.stop()
+    assert collector.failure == "worker 1 exited unexpectedly"
+    w2.close()
