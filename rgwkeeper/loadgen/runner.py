@@ -200,10 +200,29 @@ def _stamp_start(t0: Any, stop: Any, duration_ns: int | None) -> None:
         stop.value = t0.value + duration_ns
 
 
+def _die_with_parent() -> None:
+    """Make the kernel kill this worker when its parent dies (SIGKILL leaves no time to stop us).
+
+    Seen here: workers of a load generator whose parent was killed kept sending PUTs, as
+    orphans of init, for half an hour. PR_SET_PDEATHSIG (Linux) ends them with the parent.
+    """
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _worker_main(spec: RunSpec, index: int, credentials: RgwCredentials, conn: Any, barrier: Any,
                  t0: Any, stop_at: Any) -> None:
     # The parent handles Ctrl-C and tells workers to stop through ``stop_at``.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     try:
         run_loop(_worker(spec, index, credentials, conn, barrier, t0, stop_at))
     except BaseException as exc:  # noqa: BLE001 - report any failure to the parent, then exit
