@@ -147,7 +147,12 @@ async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: A
         else:
             state = State(plan=prepared.plan.to_dict())
         cp.save(state)
-        return await _execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
-                             on_progress=on_progress)
+        report = await _execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
+                                on_progress=on_progress)
+        if report.ok:
+            # Verified clean: nothing to resume. (A failed one keeps its checkpoint.)
+            cp.discard()
+            cp.lock_path.unlink(missing_ok=True)
+        return report
     finally:
         cp.unlock()

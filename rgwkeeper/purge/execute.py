@@ -91,6 +91,7 @@ class PurgeReport:
     space_free_s: float  # this run, until the last change (GC included) was done
     checks: list[Check] = field(default_factory=list)
     pacing: dict[str, Any] = field(default_factory=dict)
+    step_s: dict[str, float] = field(default_factory=dict)  # seconds each step took in this run
 
     @property
     def ok(self) -> bool:
@@ -124,6 +125,7 @@ class PurgeExecutor:
         self._last_save = 0.0
         self._step_name = ""
         self._space_free_at: float | None = None
+        self._step_s: dict[str, float] = {}
         p = plan.profile
         self._data = io.bulk(p.data_pool) if p.data_pool else None
 
@@ -188,11 +190,13 @@ class PurgeExecutor:
                 self._step_name = step.kind
                 log.info("purge step", plan=self.plan.plan_id, bucket=self.plan.profile.bucket, step=step.kind,
                          index=i + 1, of=len(self.plan.steps))
+                started = self.clock()
                 if step.kind == "verify":
                     self._space_free_at = self._space_free_at or self.clock()
                     checks = await self.verify(step)
                 else:
                     await getattr(self, f"_step_{step.kind}")(step)
+                self._step_s[step.kind] = round(self.clock() - started, 3)
                 self.state.step = i + 1
                 self.state.cursor = {}
                 self._save(force=True)
@@ -220,7 +224,8 @@ class PurgeExecutor:
             pacing={"target_ms": self.settings.pace_write_latency_s * 1000,
                     "samples": len(self.pacer.samples),
                     "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
-                    "min_concurrency_fraction": round(self.pacer.min_fraction_seen, 3)})
+                    "min_concurrency_fraction": round(self.pacer.min_fraction_seen, 3)},
+            step_s=dict(self._step_s))
         self.state.status = "done" if report.ok else "failed"
         if not report.ok:
             self.state.error = "; ".join(f"{c.name}: {c.detail}" for c in checks if c.status == "failed")[:500]

@@ -86,13 +86,14 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env, capsys, tmp_path):
     assert doc["dry_run"] is True and doc["method"] == "direct" and len(doc["commands"]) > 5
 
 
-def test_purge_with_yes_prints_a_json_summary(env, capsys):
+def test_purge_with_yes_prints_a_json_summary(env, capsys, tmp_path):
     world, flags, _ = env
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is True and doc["method"] == "direct" and doc["counters"]["objects_deleted"] == 6
     assert {c["status"] for c in doc["checks"]} == {"ok"}
     assert not world.exists
+    assert list((tmp_path / "state").iterdir()) == []  # verified clean: no checkpoint left to resume
 
 
 def test_expire_needs_rules_and_validates_them(env, capsys):

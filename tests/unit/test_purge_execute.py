@@ -68,6 +68,7 @@ def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_p
     c = report.counters
     assert (c["direct_removed"], c["via_s3"], c["uploads_aborted"], c["objects_deleted"]) == (4, 2, 1, 6)
     assert json.loads(cp.path.read_text())["status"] == "done"
+    assert list(report.step_s) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
 
 
 def test_a_killed_purge_resumes_after_its_last_finished_page(tmp_path):

@@ -1,0 +1,284 @@
+"""Bulk delete: the same object set deleted by each stock method and by rgwkeeper's choice.
+
+For each object set (small: 4-64 KiB; large: multi-MiB, half plain PUTs with tails, half
+multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
+
+- ``s3-one-batch``: list, S3 DeleteObjects 1000 keys at a time, one request at a time (what
+  ``aws s3 rm --recursive`` does), DeleteBucket;
+- ``admin-purge``: ``radosgw-admin bucket rm --purge-objects``;
+- ``admin-purge-bypass-gc``: the same with ``--bypass-gc`` (unsafe with copies: tracker 73348);
+- ``rgwkeeper``: ``rgwkeeper purge``'s automatic choice, through its Python API, plan included;
+- ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
+  and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
+
+The time measured is until the bucket is gone *and its space is free*: for methods that
+leave tails to RGW's GC, ``radosgw-admin gc process --include-all`` is run and counted (stock
+RGW would wait ``rgw_gc_obj_min_wait``, 2 h by default, before even starting; the API-only
+time is printed too). After each method the data pool is listed for the bucket's marker:
+anything left is reported. The machine is shared and noisy: compare ratios within one run.
+
+    .venv/bin/python -m bench.purge [--small 3000] [--small-sizes 4K-64K] [--large 24] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable
+
+STOCK = ("s3-one-batch", "admin-purge", "admin-purge-bypass-gc")
+DATA_POOL = "default.rgw.buckets.data"
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    from rgwkeeper.purge.plan import parse_size
+
+    lo, _, hi = text.partition("-")
+    return parse_size(lo), parse_size(hi or lo)
+
+
+class Bench:
+    def __init__(self, info: Any, workdir: Path) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.info = info
+        self.workdir = workdir
+        access, secret = info.credentials()
+        self.s3 = boto3.client("s3", endpoint_url=info.rgw_endpoint, aws_access_key_id=access,
+                               aws_secret_access_key=secret, region_name="default",
+                               config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5},
+                                             max_pool_connections=64, read_timeout=600))
+        self.base = ["--conf", str(info.conf), "--keyring", str(info.keyring)]
+        self.n = 0
+
+    # -- tools ---------------------------------------------------------------------------------
+    def admin(self, *args: str, timeout: float = 3600) -> str:
+        proc = subprocess.run(["radosgw-admin", *self.base, *args], capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"radosgw-admin {' '.join(args)}: exit {proc.returncode}: {proc.stderr[-300:]}")
+        return proc.stdout
+
+    def rados_ls(self, prefix: str) -> int:
+        out = subprocess.run(["rados", *self.base, "-p", DATA_POOL, "ls"], capture_output=True, text=True,
+                             timeout=600, check=True).stdout
+        return sum(1 for line in out.splitlines() if line.startswith(prefix))
+
+    def fresh_bucket(self, tag: str) -> str:
+        self.n += 1
+        name = f"bench-purge-{tag}-{self.n}-{os.getpid()}"
+        self.s3.create_bucket(Bucket=name)
+        return name
+
+    def fill(self, bucket: str, sizes: list[int], multipart_from: int | None) -> None:
+        """Objects obj/000000.. of the given sizes; from index ``multipart_from`` on, multipart
+        uploads in 5 MiB parts (the other large ones are single PUTs, with tails past 4 MiB)."""
+        def put(i: int) -> None:
+            key, size = f"obj/{i:06d}", sizes[i]
+            if multipart_from is not None and i >= multipart_from:
+                part = 5 << 20
+                up = self.s3.create_multipart_upload(Bucket=bucket, Key=key)
+                etags = []
+                for n, off in enumerate(range(0, size, part), 1):
+                    body = b"m" * min(part, size - off)
+                    etags.append(self.s3.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"], PartNumber=n,
+                                                     Body=body)["ETag"])
+                self.s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up["UploadId"], MultipartUpload={
+                    "Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]})
+            else:
+                self.s3.put_object(Bucket=bucket, Key=key, Body=b"x" * size)
+
+        with ThreadPoolExecutor(32) as ex:
+            list(ex.map(put, range(len(sizes))))
+
+    def marker(self, bucket: str) -> str:
+        return json.loads(self.admin("bucket", "stats", "--bucket", bucket))["marker"]
+
+    # -- methods -------------------------------------------------------------------------------
+    def s3_one_batch(self, bucket: str) -> float:
+        """Returns when the API work was done; the caller then frees the space (GC)."""
+        token: dict[str, Any] = {}
+        while True:
+            page = self.s3.list_objects_v2(Bucket=bucket, MaxKeys=1000, **token)
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                self.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+            if not page.get("IsTruncated"):
+                break
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+        self.s3.delete_bucket(Bucket=bucket)
+        return time.monotonic()
+
+    def admin_purge(self, bucket: str, bypass: bool) -> float:
+        self.admin("bucket", "rm", "--bucket", bucket, "--purge-objects", *(["--bypass-gc"] if bypass else []))
+        return time.monotonic()
+
+    def rgwkeeper(self, bucket: str) -> dict[str, Any]:
+        from rgwkeeper import config as config_mod
+        from rgwkeeper import purge as purge_api
+        from rgwkeeper.access import ClusterAccess
+        from rgwkeeper.purge.plan import PurgeRequest
+
+        cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state")}})
+        access = ClusterAccess(conf=self.info.conf, keyring=self.info.keyring, client_name="client.admin",
+                               rgw_endpoint=self.info.rgw_endpoint, rgw_credentials_file=self.info.credentials_file,
+                               timeout_s=30)
+        io = purge_api.open_io(access, cfg.purge)
+        try:
+            t0 = time.monotonic()
+            prepared = asyncio.run(purge_api.prepare(PurgeRequest(bucket), io, purge_cfg=cfg.purge,
+                                                     store=purge_api.CheckpointStore(self.workdir / "state")))
+            planned = time.monotonic()
+            report = asyncio.run(purge_api.run(prepared, io, purge_cfg=cfg.purge))
+        finally:
+            purge_api.close_io(io)
+        if not report.ok:
+            raise RuntimeError(f"rgwkeeper purge of {bucket} did not verify: {report.checks}")
+        return {"method": prepared.plan.method, "plan_s": planned - t0, "free_s": planned - t0 + report.space_free_s,
+                "verified_s": planned - t0 + report.elapsed_s, "counters": report.counters, "step_s": report.step_s}
+
+    def rados_floor(self, sizes: list[int]) -> dict[str, Any]:
+        import rados
+
+        prefix = f"benchmark_data_rgwkeeper_{os.getpid()}_{self.n}_"
+        self.n += 1
+        cluster = rados.Rados(conffile=str(self.info.conf), conf={"keyring": str(self.info.keyring)})
+        cluster.connect(timeout=30)
+        try:
+            io = cluster.open_ioctx(DATA_POOL)
+            done: list[Any] = []
+            for i, size in enumerate(sizes):
+                done.append(io.aio_write_full(f"{prefix}{i:06d}", b"f" * size))
+                if len(done) >= 64:
+                    for c in done:
+                        c.wait_for_complete()
+                    done = []
+            for c in done:
+                c.wait_for_complete()
+            io.close()
+        finally:
+            cluster.shutdown()
+        t0 = time.monotonic()
+        subprocess.run(["rados", *self.base, "-p", DATA_POOL, "cleanup", "--prefix", prefix], check=True,
+                       capture_output=True, timeout=3600)
+        return {"free_s": time.monotonic() - t0, "left": self.rados_ls(prefix)}
+
+    def run_method(self, method: str, tag: str, sizes: list[int], multipart_from: int | None) -> dict[str, Any]:
+        load = os.getloadavg()[0]
+        if method == "rados-floor":
+            return {"method": method, "objects": len(sizes), "load": load, **self.rados_floor(sizes)}
+        bucket = self.fresh_bucket(tag)
+        self.fill(bucket, sizes, multipart_from)
+        marker = self.marker(bucket)
+        rados_objects = self.rados_ls(marker + "_")
+        row: dict[str, Any] = {"method": method, "objects": len(sizes), "rados_objects": rados_objects, "load": load}
+        t0 = time.monotonic()
+        if method == "rgwkeeper":
+            out = self.rgwkeeper(bucket)
+            row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
+                       chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"])
+        else:
+            api_done = (self.s3_one_batch(bucket) if method == "s3-one-batch"
+                        else self.admin_purge(bucket, bypass=method == "admin-purge-bypass-gc"))
+            row["api_s"] = api_done - t0
+            if method != "admin-purge-bypass-gc":
+                self.admin("gc", "process", "--include-all")
+            row["free_s"] = time.monotonic() - t0
+        row["left"] = self.rados_ls(marker + "_")
+        return row
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["method"], []).append(r)
+    out: dict[str, Any] = {}
+    for m, rs in by.items():
+        free = statistics.median(r["free_s"] for r in rs)
+        out[m] = {"free_s": round(free, 2), "objects_per_s": round(rs[0]["objects"] / free, 1),
+                  "left": max(r["left"] for r in rs), "load": round(statistics.median(r["load"] for r in rs), 1)}
+        if "api_s" in rs[0]:
+            out[m]["api_s"] = round(statistics.median(r["api_s"] for r in rs), 2)
+        if "chosen" in rs[0]:
+            out[m]["chosen"] = rs[0]["chosen"]
+        if "rados_objects" in rs[0]:
+            out[m]["rados_objects"] = rs[0]["rados_objects"]
+    stock = [out[m]["objects_per_s"] for m in STOCK if m in out]
+    best = max(stock) if stock else None
+    floor = out.get("rados-floor", {}).get("objects_per_s")
+    for m, v in out.items():
+        if best:
+            v["x_best_stock"] = round(v["objects_per_s"] / best, 2)
+        if floor:
+            v["x_rados_floor"] = round(v["objects_per_s"] / floor, 2)
+    return out
+
+
+def run_set(b: Bench, tag: str, sizes: list[int], multipart_from: int | None, methods: list[str],
+            repeat: int, log: Callable[[str], None]) -> dict[str, Any]:
+    rows = []
+    for r in range(repeat):
+        for m in methods:
+            row = b.run_method(m, tag, sizes, multipart_from)
+            log(f"[{tag} #{r + 1}] {m}: {json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()})}")
+            rows.append(row)
+    return {"sizes": f"{min(sizes)}-{max(sizes)} B, {len(sizes)} objects, {sum(sizes) / 2**20:.1f} MiB",
+            "summary": summarize(rows), "runs": rows}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--small", type=int, default=3000, help="objects in the small set (0: skip)")
+    p.add_argument("--small-sizes", default="4K-64K")
+    p.add_argument("--large", type=int, default=24, help="objects in the large set (0: skip)")
+    p.add_argument("--large-sizes", default="8M-24M")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--seed", type=int, default=73348)
+    p.add_argument("--methods", default=",".join((*STOCK, "rgwkeeper", "rados-floor")))
+    args = p.parse_args()
+    methods = args.methods.split(",")
+    rng = random.Random(args.seed)
+    lo, hi = parse_range(args.small_sizes)
+    small = [rng.randint(lo, hi) for _ in range(args.small)]
+    lo, hi = parse_range(args.large_sizes)
+    large = [rng.randint(lo, hi) for _ in range(args.large)]
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    from integration.cluster import ContainerCluster, external_from_env
+
+    import tempfile
+
+    with ExitStack() as stack:
+        info = external_from_env() or stack.enter_context(ContainerCluster())
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-purge-")))
+        b = Bench(info, workdir)
+        out: dict[str, Any] = {}
+        if small:
+            out["small"] = run_set(b, "small", small, None, methods, args.repeat, log)
+        if large:
+            out["large"] = run_set(b, "large", large, len(large) // 2, methods, args.repeat, log)
+    for name, res in out.items():
+        print(f"\n{name}: {res['sizes']}")
+        print(f"  {'method':24} {'free s':>8} {'api s':>8} {'obj/s':>8} {'x best stock':>13} {'x floor':>8} "
+              f"{'left':>5} {'load':>5}")
+        for m, v in res["summary"].items():
+            print(f"  {m + (' (' + v['chosen'] + ')' if 'chosen' in v else ''):24} {v['free_s']:8.2f} "
+                  f"{v.get('api_s', v['free_s']):8.2f} {v['objects_per_s']:8.1f} {v.get('x_best_stock', 0):13.2f} "
+                  f"{v.get('x_rados_floor', 0):8.2f} {v['left']:5d} {v['load']:5.1f}")
+    print(json.dumps({k: {"sizes": v["sizes"], "summary": v["summary"]} for k, v in out.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
