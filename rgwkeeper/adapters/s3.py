@@ -69,16 +69,8 @@ class S3Adapter:
 
     def iter_keys(self, bucket: str, prefix: str | None = None, page_size: int = 1000) -> Iterator[dict[str, Any]]:
         """Every object (Key, Size, LastModified) under ``prefix``, page by page."""
-        validate_bucket(bucket)
-        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxKeys": page_size}
-        if prefix is not None:
-            kwargs["Prefix"] = validate_prefix(prefix)
-        while True:
-            page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, **kwargs)
-            yield from page.get("Contents", [])
-            if not page.get("IsTruncated"):
-                return
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        for page in self.iter_pages(bucket, prefix, page_size=page_size):
+            yield from page
 
     def get_lifecycle(self, bucket: str) -> list[dict[str, Any]]:
         validate_bucket(bucket)
