@@ -207,8 +207,12 @@ def _die_with_parent() -> None:
     orphans of init, for half an hour. PR_SET_PDEATHSIG (Linux) ends them with the parent.
     """
     import ctypes
+    import multiprocessing
 
-    parent = os.getppid()
+    # The pid the parent had when it started us: if it died while we were still importing,
+    # we have already been re-parented and getppid() alone would not tell.
+    spawner = multiprocessing.parent_process()
+    parent = spawner.pid if spawner is not None else os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG

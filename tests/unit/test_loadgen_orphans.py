@@ -14,6 +14,7 @@ from rgwkeeper.loadgen.runner import _die_with_parent
 
 def child():
     _die_with_parent()
+    print("armed", flush=True)
     time.sleep(120)
 
 if __name__ == "__main__":
@@ -39,7 +40,7 @@ def test_worker_dies_when_its_parent_is_killed(tmp_path):
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
-        time.sleep(1.0)  # let the child reach prctl
+        assert parent.stdout.readline().strip() == "armed"  # the child has called prctl
         assert _alive(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
