@@ -10,7 +10,11 @@ both tools run for the same duration against the same bucket layout, one after t
 - requests: RGW's own ``req`` counter (``perf dump rgw`` on its admin socket, read inside
   the cluster's container before and after), so both tools are counted by the same party,
   listing and bucket checks included;
-- CPU per request = the two divided; the ratio rgwkeeper / warp is printed (below 1: cheaper).
+- CPU per request = the two divided; the ratio rgwkeeper / warp is printed (below 1: cheaper);
+- steady state: the same, sampled between 25% and 85% of the run's duration (the tool's
+  process tree from /proc, RGW's counter at the same moments): CPU spent *while* the tool
+  loads the cluster, without start-up, preparation and the final report. This is the CPU
+  taken from the cluster during the measurement; both numbers are reported.
 
 rgwkeeper also reports its load-phase CPU per request itself (``client.cpu_ms_per_request``),
 shown as ``self``; warp has no such number.
@@ -83,16 +87,60 @@ def _cpu_children() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def measure(argv: list[str], env: dict[str, str], counter: RgwCounter, timeout: float) -> dict[str, Any]:
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """User + system seconds of ``root`` and its live descendants, from /proc."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(p for p, pp in parents.items() if pp == pid)
+    return total
+
+
+def measure(argv: list[str], env: dict[str, str], counter: RgwCounter, duration: float,
+            timeout: float) -> dict[str, Any]:
+    """Whole-process CPU / requests, and steady state: the same between 25% and 85% of the load."""
     req0, cpu0, t0 = counter.requests(), _cpu_children(), time.monotonic()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # noqa: S603
+    samples = []
+    try:
+        for at in (0.25, 0.85):
+            time.sleep(max(0.0, t0 + at * duration - time.monotonic()))
+            c1 = tree_cpu(proc.pid)
+            r = counter.requests()
+            samples.append(((c1 + tree_cpu(proc.pid)) / 2, r))
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     cpu, wall = _cpu_children() - cpu0, time.monotonic() - t0
     requests = counter.requests() - req0
     if proc.returncode != 0:
         raise SystemExit(f"bench.loadgen: {Path(argv[0]).name} {' '.join(argv[1:3])} exited {proc.returncode}: "
-                         f"{proc.stderr.strip()[-500:]}")
+                         f"{err.strip()[-500:]}")
+    steady_cpu, steady_req = samples[1][0] - samples[0][0], samples[1][1] - samples[0][1]
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 2), "requests": requests,
-            "cpu_ms_per_request": round(cpu / requests * 1000, 3) if requests else None, "stdout": proc.stdout}
+            "cpu_ms_per_request": round(cpu / requests * 1000, 3) if requests else None,
+            "steady_cpu_s": round(steady_cpu, 3), "steady_requests": steady_req,
+            "steady_cpu_ms_per_request": round(steady_cpu / steady_req * 1000, 3) if steady_req else None,
+            "stdout": out}
 
 
 def warp_argv(warp: str, op: str, info: Any, bucket: str, concurrency: int, duration: int) -> list[str]:
@@ -125,7 +173,8 @@ async def _empty_bucket(info: Any, bucket: str) -> None:
         await s3.delete_bucket(bucket)
 
 
-def run(info: Any, warp: str, duration: int, repeat: int, concurrencies: list[int], ops: list[str]) -> dict[str, Any]:
+def run(info: Any, warp: str, duration: int, repeat: int, concurrencies: list[int], ops: list[str],
+        cleanup: bool = True) -> dict[str, Any]:
     creds = load_credentials(info.credentials_file)
     env = {**os.environ, "WARP_ACCESS_KEY": creds.access_key, "WARP_SECRET_KEY": creds.secret_key}
     counter = RgwCounter(info)
@@ -138,7 +187,7 @@ def run(info: Any, warp: str, duration: int, repeat: int, concurrencies: list[in
         get_prefix = f"{stem}-get"
         buckets.append(f"{get_prefix}-000")
         if "GET" in ops:
-            measure(rgwkeeper_argv("GET", info, get_prefix, 16, 1, skip_prepare=False), env, counter, 600)
+            measure(rgwkeeper_argv("GET", info, get_prefix, 16, 1, skip_prepare=False), env, counter, 1, 600)
         for op in ops:
             for conc in concurrencies:
                 for r in range(repeat):
@@ -153,17 +202,19 @@ def run(info: Any, warp: str, duration: int, repeat: int, concurrencies: list[in
                             buckets.append(f"{prefix}-000" if tool == "rgwkeeper" else prefix)
                         argv = (rgwkeeper_argv(op, info, prefix, conc, duration) if tool == "rgwkeeper" else
                                 warp_argv(warp, op, info, f"{prefix}-000" if op == "GET" else prefix, conc, duration))
-                        m = measure(argv, env, counter, duration * 4 + 300)
+                        m = measure(argv, env, counter, duration, duration * 4 + 300)
                         out = m.pop("stdout")
                         if tool == "rgwkeeper":
                             m["self_cpu_ms_per_request"] = json.loads(out)["client"]["cpu_ms_per_request"]
                         row[tool] = m
                     row["ratio"] = round(row["rgwkeeper"]["cpu_ms_per_request"] / row["warp"]["cpu_ms_per_request"], 2)
+                    row["steady_ratio"] = round(row["rgwkeeper"]["steady_cpu_ms_per_request"] /
+                                                row["warp"]["steady_cpu_ms_per_request"], 2)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
         counter.close()
-        for b in buckets:
+        for b in buckets if cleanup else ():
             asyncio.run(_empty_bucket(info, b))
     return {"rows": rows, "machine": {"cores": os.cpu_count(), "load_avg_at_end": os.getloadavg()}}
 
@@ -175,6 +226,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1, help="runs per case (the tools' order alternates)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
     p.add_argument("--ops", nargs="+", default=["PUT", "GET"], choices=["PUT", "GET"])
+    p.add_argument("--no-cleanup", action="store_true",
+                   help="leave the objects (minutes saved on a throwaway cluster: ~50k 4 KiB objects a run)")
     args = p.parse_args()
     if not os.access(args.warp, os.X_OK):
         raise SystemExit(f"bench.loadgen: {args.warp} is not an executable")
@@ -182,7 +235,8 @@ def main() -> None:
 
     with ExitStack() as stack:
         info = external_from_env() or stack.enter_context(ContainerCluster())
-        out = run(info, args.warp, args.duration, args.repeat, args.concurrency, args.ops)
+        out = run(info, args.warp, args.duration, args.repeat, args.concurrency, args.ops,
+                  cleanup=not args.no_cleanup)
     print(json.dumps(out, indent=1))
 
 

@@ -343,20 +343,10 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     o["out_path"] = o["out_path"] or Path(f"rgwkeeper-verify-{stamp}.json")
     o["plot_path"] = o["plot_path"] or Path(f"rgwkeeper-verify-{stamp}.png")
     start_at = warmup + baseline_s
-    rados = None
-    if maintenance == "deep-scrub":
-        from rgwkeeper.adapters.rados import RadosAdapter
-
-        rados = RadosAdapter(access)
-        rados.connect()
     maint = Maintenance(start_at=start_at, window_s=window_s, kind=maintenance or "cmd", argv=argv,
-                        rados=rados, scrub_every=scrub_every, timeout_s=maintenance_timeout)
-    try:
-        with progress_line(not o["no_progress"], None) as progress:
-            data = asyncio.run(run_load(spec, creds, controller=maint.control, progress=progress))
-    finally:
-        if rados is not None:
-            rados.close()
+                        access=access, scrub_every=scrub_every, timeout_s=maintenance_timeout)
+    with progress_line(not o["no_progress"], None) as progress:
+        data = asyncio.run(run_load(spec, creds, controller=maint.control, progress=progress))
     stop_s = data.stop_s
     m_start = maint.started_t if maint.started_t is not None else start_at
     windows = [analysis.Window.between("baseline", warmup, m_start),
@@ -396,7 +386,7 @@ class Maintenance:
     window_s: float
     kind: str
     argv: list[str]
-    rados: Any
+    access: Any  # ClusterAccess: librados is connected when the deep scrub starts (after the workers fork)
     scrub_every: float | None
     timeout_s: float
     started_t: float | None = None
@@ -426,14 +416,21 @@ class Maintenance:
             run.stop()
 
     async def _deep_scrub(self, run: RunHandle, end_at: float) -> None:
+        from rgwkeeper.adapters.rados import RadosAdapter
+
+        rados = RadosAdapter(self.access)
+        await asyncio.to_thread(rados.connect)
         n = 0
-        while True:
-            await self.rados.acommand({"prefix": "osd deep-scrub", "who": "all"})
-            n += 1
-            if self.scrub_every is None or run.now_s() + self.scrub_every >= end_at:
-                break
-            await asyncio.sleep(self.scrub_every)
-            run.mark("deep-scrub", f"requested again (#{n + 1})")
+        try:
+            while True:
+                await rados.acommand({"prefix": "osd deep-scrub", "who": "all"})
+                n += 1
+                if self.scrub_every is None or run.now_s() + self.scrub_every >= end_at:
+                    break
+                await asyncio.sleep(self.scrub_every)
+                run.mark("deep-scrub", f"requested again (#{n + 1})")
+        finally:
+            rados.close()
         run.mark("maintenance-end", f"deep scrub requested {n} time(s); scrubbing goes on in the background")
 
     async def _command(self, run: RunHandle) -> None:

@@ -24,6 +24,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from integration import engine as engine_mod
@@ -84,6 +85,7 @@ def test_fixed_rate_holds_its_target_rate(ceph_cluster, bucket_name):
     window = analysis.run_window(data.stop_s, 3.0)
     summary = analysis.summarize(rec, window)
     assert summary["errors"] == 0
+    print(f"fixed rate: {summary['ops_per_s']:.2f} req/s measured over {window.seconds} s, target 50")
     assert summary["ops_per_s"] == pytest.approx(50, rel=0.02), summary
     assert data.workers[0]["cpu_s"] > 0 and data.notes == []
 
@@ -121,6 +123,9 @@ def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, buc
     # request that was due carries its wait from the intended start; service time alone
     # shows at most the in-flight ones.
     slow = latency_s > 1.0
+    print(f"RGW stopped {paused_for:.1f} s: {slow.sum()} requests over 1 s from their intended start, "
+          f"{(service_s > 1.0).sum()} by service time; p99 {np.percentile(latency_s, 99):.2f} s vs "
+          f"{np.percentile(service_s, 99):.2f} s")
     assert slow.sum() >= 60, (slow.sum(), paused_for)
     assert (service_s > 1.0).sum() <= 16 + 2
     s = analysis.summarize(rec, analysis.run_window(data.stop_s, 0))["per_op"]["PUT"]
@@ -171,6 +176,7 @@ def _verify_until(expected, attempts, run):
 def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
     rc, result = _verify_until("PASS", 2, lambda: _verify(ceph_cluster, tmp_path, "--maintenance", "none",
                                                           "--bucket-prefix", bucket_name))
+    print(f"quiet verdict: {_describe(result)}")
     assert rc == 0
     kinds = [e["kind"] for e in result["events"]]
     assert kinds == ["maintenance-start", "maintenance-end"]
@@ -209,6 +215,7 @@ def test_verify_fails_an_unpaced_purge(ceph_cluster, tmp_path, bucket_name):
                        extra=("--maintenance-timeout", "40"))
 
     rc, result = _verify_until("FAIL", 2, attempt)
+    print(f"unpaced purge verdict: {_describe(result)}")
     assert rc == 3
     assert result["events"][0]["kind"] == "maintenance-start"
     assert result["events"][-1]["kind"] == "maintenance-end"
