@@ -38,6 +38,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from contextlib import ExitStack
@@ -117,7 +118,10 @@ def measure(argv: list[str], env: dict[str, str], counter: RgwCounter, duration:
             timeout: float) -> dict[str, Any]:
     """Whole-process CPU / requests, and steady state: the same between 25% and 85% of the load."""
     req0, cpu0, t0 = counter.requests(), _cpu_children(), time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # noqa: S603
+    # warp writes its benchdata (warp-OP-DATE.json.zst) into its working directory: a scratch one.
+    scratch = tempfile.TemporaryDirectory(prefix="bench-loadgen-")
+    proc = subprocess.Popen(argv, env=env, cwd=scratch.name, stdout=subprocess.PIPE,  # noqa: S603
+                            stderr=subprocess.PIPE, text=True)
     samples = []
     try:
         for at in (0.25, 0.85):
@@ -130,6 +134,7 @@ def measure(argv: list[str], env: dict[str, str], counter: RgwCounter, duration:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        scratch.cleanup()
     cpu, wall = _cpu_children() - cpu0, time.monotonic() - t0
     requests = counter.requests() - req0
     if proc.returncode != 0:
