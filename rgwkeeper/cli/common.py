@@ -55,8 +55,9 @@ def emit_json(data: Any) -> None:
 def run_cli(group: click.Group, args: list[str] | None = None) -> int:
     """Run the click group; print rgwkeeper and usage errors as one line, no traceback."""
     try:
-        group.main(args=args, prog_name="rgwkeeper", standalone_mode=False)
-        return 0
+        # With standalone_mode=False click returns (not raises) the code of ctx.exit(N).
+        rc = group.main(args=args, prog_name="rgwkeeper", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:

@@ -88,3 +88,18 @@ def test_daemon_panel_shows_overrides_fill_trend_and_db_advice():
     assert "osd.1 compacted: slow 281.6 MiB -> 844.9 MiB (not cleared)" in text
     assert "osd.1 needs a bigger DB device: about 2.0 GiB" in text
     assert "the daemon has not run" in _render(parse(load_fixture("observation.json")))
+
+
+def test_exit_codes_from_ctx_exit_are_kept():
+    import click
+
+    @click.group()
+    def g():
+        pass
+
+    @g.command()
+    @click.pass_context
+    def three(ctx):
+        ctx.exit(3)
+
+    assert run_cli(g, ["three"]) == 3
