@@ -39,6 +39,7 @@ from rgwkeeper.executor import Executor, NotLeader
 from rgwkeeper.journal import LEADER_OBJECT, Journal
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.observe import Adapters, snapshot
+from rgwkeeper.policy.scrub import ThrottleMemory
 
 log = structlog.get_logger("rgwkeeper.daemon")
 
@@ -161,6 +162,11 @@ class Service:
             # A new leader gives back whatever a previous leader (or our own killed
             # predecessor) left, then decides afresh from what it observes.
             results = await ex.restore()
+            # Start the load average afresh from what is observed now: a smoothed value
+            # carried over from a dead leader would re-apply what was just given back. Keep
+            # when scrub was last given back by force, so restarts cannot defer it forever.
+            old = ThrottleMemory.from_dict(self.journal.control().get("scrub_throttle"))
+            self.journal.set_control("scrub_throttle", ThrottleMemory(forced_release_at=old.forced_release_at).to_dict())
             log.info("became leader", instance=self.instance_id, restored=[r.command for r in results],
                      failed=[r.command for r in results if not r.ok])
         snap, _raw = await snapshot(self.adapters, self.cfg)
