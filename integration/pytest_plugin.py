@@ -89,17 +89,18 @@ def s3(ceph_cluster: ClusterInfo) -> Any:
 
 
 @pytest.fixture
-def rgw_option(ceph_cluster: ClusterInfo) -> Iterator[Callable[[str, str], None]]:
-    """Set an option for every client (RGW and radosgw-admin) in the mon config database."""
-    touched: list[str] = []
+def rgw_option(ceph_cluster: ClusterInfo) -> Iterator[Callable[..., None]]:
+    """Set an option in the mon config database, for every client (RGW and radosgw-admin) or
+    for ``who`` (e.g. ``client.admin``: radosgw-admin and rgwkeeper only); removed afterwards."""
+    touched: list[tuple[str, str]] = []
 
-    def setter(name: str, value: str) -> None:
-        ceph_cluster.ceph("config", "set", "client", name, value)
-        touched.append(name)
+    def setter(name: str, value: str, who: str = "client") -> None:
+        ceph_cluster.ceph("config", "set", who, name, value)
+        touched.append((who, name))
 
     yield setter
-    for name in touched:
-        ceph_cluster.ceph("config", "rm", "client", name)
+    for who, name in touched:
+        ceph_cluster.ceph("config", "rm", who, name)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

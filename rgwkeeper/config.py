@@ -178,6 +178,8 @@ class PurgeSection:
                                    "method.", min=1, max=4096)
     list_page_size: int = opt(1000, "Keys per S3 listing page (S3's maximum is 1000); the checkpoint "
                               "advances after each finished page.", min=1, max=1000)
+    checkpoint_interval: float = opt(1.0, "Seconds between checkpoint writes (each one an fsync); a purge "
+                                     "resumed after a crash redoes at most this much work.", min=0.0, max=600.0)
     admin_max_concurrent_ios: int | None = opt(
         None, "--max-concurrent-ios for radosgw-admin bucket rm. Unset: radosgw-admin's default (32).",
         min=1, max=4096)
@@ -196,6 +198,10 @@ class PurgeSection:
     rgw_retry: float = opt(120.0, "Seconds a purge keeps retrying while RGW or the cluster does not answer "
                            "(an RGW restart) before it stops; the checkpoint lets a rerun finish it.",
                            min=0.0, max=3600.0)
+    lc_busy_wait: float = opt(
+        300.0, "Seconds `expire` and the lifecycle purge method keep re-running `radosgw-admin lc process "
+        "--bucket` while another lifecycle worker (RGW's own, during rgw_lifecycle_work_time) holds the "
+        "bucket's lifecycle entry; lc process skips such a bucket and still exits 0.", min=0.0, max=86400.0)
     lifecycle_rules: list[dict] = opt(
         [], "Expiration rules `rgwkeeper expire` installs, each a table: bucket (name or glob), prefix, days, "
         "tags (table), noncurrent_days, expired_delete_markers, abort_multipart_days, larger_than and "

@@ -221,6 +221,11 @@ def lc_process_args(bucket: str) -> tuple[str, ...]:
     return ("lc", "process", "--bucket", validate_bucket(bucket))
 
 
+def lc_list_args() -> tuple[str, ...]:
+    """Every bucket's lifecycle entry: ``[{"bucket": "tenant:name:marker", "started", "status"}]``."""
+    return ("lc", "list")
+
+
 def metadata_rm_args(key: str) -> tuple[str, ...]:
     return ("metadata", "rm", validate_metadata_key(key))
 

@@ -214,8 +214,9 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
                 click.echo(f"  [{c.status}] {c.name}: {c.detail}")
     bad = [r for r in results if not r.ok]
     if bad:
-        raise PurgeFailed("expire", f"{len(bad)} bucket(s) still hold objects their rules expire: "
-                          + ", ".join(r.bucket for r in bad))
+        raise PurgeFailed("expire", f"{len(bad)} bucket(s) failed a check (see above): "
+                          + ", ".join(f"{r.bucket} ({next(c.name for c in r.checks if c.status == 'failed')})"
+                                      for r in bad))
 
 
 def _tags(tags: tuple[str, ...]) -> dict[str, str]:
@@ -265,4 +266,5 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
         lines.append(f"  {x.profile.bucket}: {x.profile.num_objects:,} objects, {human_bytes(x.profile.size_bytes)}; "
                      + "; ".join(r.describe() for r in x.rules))
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
-    return [await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout) for x in plans]
+    return [await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
+                               busy_wait_s=cfg.purge.lc_busy_wait) for x in plans]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +38,17 @@ class State:
     resumed: int = 0
 
 
+# Fault injection for the crash-and-resume tests (like Ceph's own *_inject_* options): the
+# process kills itself (SIGKILL, no cleanup) right after its N-th checkpoint with a cursor
+# reaches the disk. A test that polls the file instead loses the race to a fast purge.
+CRASH_ENV = "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS"
+
+
 class Checkpoint:
     def __init__(self, path: Path, lock_path: Path | None = None) -> None:
         self.path = path
+        self._cursor_saves = 0
+        self._crash_after = int(os.environ.get(CRASH_ENV) or 0)
         # One lock per bucket name, whatever the options: two purges of a bucket never overlap.
         self.lock_path = lock_path or path.with_name(path.name + ".lock")
         self._lock_fd: int | None = None
@@ -74,6 +83,10 @@ class Checkpoint:
             os.fsync(dfd)  # the rename itself must survive a crash
         finally:
             os.close(dfd)
+        if self._crash_after and state.cursor:
+            self._cursor_saves += 1
+            if self._cursor_saves >= self._crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from datetime import datetime
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, TypeVar
 
 import structlog
 
@@ -26,12 +26,14 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import Limiter, Pacer, probe_loop
 from rgwkeeper.purge.plan import Plan, Step
 
 log = structlog.get_logger("rgwkeeper.purge")
+_T = TypeVar("_T")
 
 PROBE_BYTES = b"\0" * 4096
 
@@ -59,6 +61,8 @@ class Settings:
     pace_probe_interval_s: float = 1.0
     verify_scan_max_objects: int = 1_000_000
     rgw_retry_s: float = 120.0
+    lc_busy_wait_s: float = 300.0
+    lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
 
 
@@ -527,7 +531,7 @@ class PurgeExecutor:
         self._space_free_at = self.clock()
         await self._admin(sync)
 
-    async def _while_polling(self, work: Awaitable[None]) -> None:
+    async def _while_polling(self, work: Awaitable[_T]) -> _T:
         """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
         p = self.plan.profile
         task = asyncio.ensure_future(work)
@@ -544,7 +548,7 @@ class PurgeExecutor:
             self.counters["objects_deleted"] = max(0, p.num_objects - left)
             self.counters["bytes_deleted"] = max(0, p.size_bytes - size_left)
             self._progress()
-        await task
+        result = await task
         try:
             stats = await self.io.rgw.bucket_stats(p.bucket)
             main = stats.get("usage", {}).get("rgw.main", {})
@@ -553,6 +557,7 @@ class PurgeExecutor:
         except NotFound:
             self.counters["objects_deleted"] = p.num_objects
             self.counters["bytes_deleted"] = p.size_bytes
+        return result
 
     async def _step_lifecycle_apply(self, step: Step) -> None:
         b = self.plan.profile.bucket
@@ -568,7 +573,10 @@ class PurgeExecutor:
             raise PurgeFailed(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
 
     async def _step_lc_process(self, step: Step) -> None:
-        await self._while_polling(self._admin(step.admin[0], long=True))
+        # lc process exits 0 even when another LC worker held the bucket: lcrun reads it back.
+        await self._while_polling(lcrun.process_now(
+            self.io.rgw, self.plan.profile.bucket, timeout_s=self.plan.tuning.long_timeout_s,
+            busy_wait_s=self.settings.lc_busy_wait_s, poll_s=self.settings.lc_poll_s))
 
     async def _step_lifecycle_restore(self, step: Step) -> None:
         b = self.plan.profile.bucket

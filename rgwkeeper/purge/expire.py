@@ -5,6 +5,16 @@ are kept; the change is made only if the merged rules differ from what is there,
 back), then run lifecycle for that bucket with ``radosgw-admin lc process --bucket`` instead of
 waiting for ``rgw_lifecycle_work_time``, process GC so the space comes back, and check that
 no object a ``days`` rule should have expired is still listed.
+
+On Pacific ``lc process --bucket`` cannot run one bucket (measured on 16.2.15: ``--bucket``
+is ignored, every lifecycle shard is run once and only the first bucket of each shard is
+processed; the single-bucket path came with tracker 53430, Quincy). There the parts of the
+rules that can be decided from a listing are applied now by rgwkeeper itself, as RGW's
+lifecycle would: current objects older than ``days`` lifecycle days get an S3 delete (a
+delete marker on a versioned bucket, as lifecycle expiration does), each re-checked with a
+HEAD just before (RGW's lifecycle checks the mtime again too), and incomplete uploads older
+than ``abort_multipart_days`` are aborted. Noncurrent versions, delete markers and tag
+filters are left to RGW's own lifecycle worker (its work window), and the result says so.
 """
 
 from __future__ import annotations
@@ -12,15 +22,33 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError
+from rgwkeeper.purge import lcrun
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import Check, PurgeIO
 from rgwkeeper.purge.plan import check_protected, render_admin
 from rgwkeeper.purge.profile import BucketProfile, gather_profile
+
+
+def now_by_listing(rule: lc.ExpiryRule) -> list[str]:
+    """The parts of a rule rgwkeeper applies from a listing where lc process cannot run one bucket."""
+    if rule.tags or rule.larger_than is not None or rule.smaller_than is not None:
+        return []  # a tag filter needs a request per object; size filters need Reef anyway
+    return (["days"] if rule.days is not None else []) + \
+        (["abort_multipart_days"] if rule.abort_multipart_days is not None else [])
+
+
+def left_to_rgw(rule: lc.ExpiryRule) -> list[str]:
+    done = now_by_listing(rule)
+    parts = {"days": rule.days is not None, "noncurrent versions": rule.noncurrent_days is not None,
+             "expired delete markers": rule.expired_delete_markers,
+             "abort_multipart_days": rule.abort_multipart_days is not None}
+    return [k for k, present in parts.items() if present and k not in done]
 
 
 @dataclass
@@ -35,6 +63,11 @@ class ExpirePlan:
     def changes(self) -> bool:
         return not lc.same_rules(self.existing, self.merged)
 
+    @property
+    def by_listing(self) -> bool:
+        """Run now by rgwkeeper from a listing (Pacific), not by ``lc process --bucket``."""
+        return self.run_now and self.profile.release not in lc.LC_ONE_BUCKET_RELEASES
+
     def show(self, argv_of: Any = None) -> list[str]:
         p = self.profile
         lines = [f"expire {p.bucket} (id {p.bucket_id}): {p.num_objects:,} objects, {p.size_bytes:,} B, "
@@ -45,7 +78,22 @@ class ExpirePlan:
                          f"{json.dumps({'Rules': self.merged}, sort_keys=True, default=str)}")
         else:
             lines.append("  the bucket already has these rules: no change")
-        if self.run_now:
+        if self.by_listing:
+            lines.append(f"  run now by rgwkeeper: `lc process --bucket` cannot run one bucket on {p.release} "
+                         "(tracker 53430)")
+            for r in self.rules:
+                if "days" in now_by_listing(r):
+                    lines.append(f"  > S3 ListObjectsV2 bucket={p.bucket} prefix={r.prefix or ''!r}, then HeadObject "
+                                 f"and DeleteObjects (1000 keys a request) of objects older than {r.days} "
+                                 "lifecycle day(s)")
+                if "abort_multipart_days" in now_by_listing(r):
+                    lines.append(f"  > S3 ListMultipartUploads bucket={p.bucket} prefix={r.prefix or ''!r}, then "
+                                 f"AbortMultipartUpload of uploads started over {r.abort_multipart_days} day(s) ago")
+                if left_to_rgw(r):
+                    lines.append(f"  rule {r.rule_id}: {', '.join(left_to_rgw(r))} left to RGW's lifecycle "
+                                 "worker (rgw_lifecycle_work_time)")
+            lines.append(f"  $ {render_admin(rgwa.gc_process_args(include_all=True), argv_of)}")
+        elif self.run_now:
             lines.append(f"  $ {render_admin(rgwa.lc_process_args(p.bucket), argv_of)}")
             lines.append(f"  $ {render_admin(rgwa.gc_process_args(include_all=True), argv_of)}")
         return lines
@@ -93,8 +141,8 @@ async def lc_debug_interval(io: PurgeIO) -> float:
         return 0.0
 
 
-async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float,
-                       clock: Any = time.monotonic) -> ExpireResult:
+async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float = 300.0,
+                       clock: Any = time.monotonic, lc_poll_s: float | None = None) -> ExpireResult:
     t0 = clock()
     b = xp.profile.bucket
     if xp.changes:
@@ -104,16 +152,76 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float,
             raise CephError(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
     checks = [Check("rules installed", "ok", ", ".join(r.rule_id for r in xp.rules))]
     after = xp.profile
-    if xp.run_now:
+    if xp.by_listing:
         lc_started = time.time()
-        await io.rgw.run(*rgwa.lc_process_args(b), timeout=long_timeout_s)
+        debug = await lc_debug_interval(io)
+        checks += await _apply_by_listing(xp, io, lc_started, debug)
         await io.rgw.run(*rgwa.gc_process_args(include_all=True), timeout=long_timeout_s)
         after = await gather_profile(b, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
         checks += await _check_expired(xp, io, lc_started)
+    elif xp.run_now:
+        lc_started = time.time()
+        try:
+            ran = await lcrun.process_now(io.rgw, b, timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
+                                          poll_s=lc_poll_s)
+        except lcrun.LifecycleBusy as exc:
+            checks.append(Check("lc process", "failed", exc.detail))  # the next bucket still gets its turn
+        else:
+            checks.append(Check("lc process", "ok", ran.describe()))
+            await io.rgw.run(*rgwa.gc_process_args(include_all=True), timeout=long_timeout_s)
+            after = await gather_profile(b, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
+            checks += await _check_expired(xp, io, lc_started)
     return ExpireResult(bucket=b, rules=[r.rule_id for r in xp.rules], changed=xp.changes, ran=xp.run_now,
                         objects_before=xp.profile.num_objects, objects_after=after.num_objects,
                         bytes_before=xp.profile.size_bytes, bytes_after=after.size_bytes,
                         elapsed_s=round(clock() - t0, 3), checks=checks)
+
+
+async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: float,
+                            head_threads: int = 16) -> list[Check]:
+    """What lifecycle would do now for the rules' listing-decidable parts (see the module doc)."""
+    b = xp.profile.bucket
+    checks = []
+    for r in xp.rules:
+        parts = now_by_listing(r)
+        if "days" in parts:
+            def still_expired(key: str, rule: lc.ExpiryRule = r) -> bool:
+                head = io.s3.head_object(b, key)  # rewritten since the listing: keep it (RGW checks too)
+                return head is not None and lc.expired(head["LastModified"].timestamp(), rule.days or 0, now,
+                                                       debug_interval_s=debug)
+
+            def expire_current(rule: lc.ExpiryRule = r) -> tuple[int, int, int]:
+                listed = [o["Key"] for o in io.s3.iter_keys(b, rule.prefix)
+                          if lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
+                with ThreadPoolExecutor(head_threads) as pool:
+                    keys = [k for k, ok in zip(listed, pool.map(still_expired, listed)) if ok]
+                refused = 0
+                for i in range(0, len(keys), 1000):
+                    refused += len(io.s3.delete_batch(b, [{"Key": k} for k in keys[i:i + 1000]]))
+                return len(keys), len(listed) - len(keys), refused
+
+            deleted, kept, refused = await asyncio.to_thread(expire_current)
+            checks.append(Check(f"rule {r.rule_id} applied now", "failed" if refused else "ok",
+                                f"{deleted:,} objects expired through S3 deletes"
+                                + (f", {kept:,} rewritten since the listing kept" if kept else "")
+                                + (f", {refused:,} deletes refused" if refused else "")))
+        if "abort_multipart_days" in parts:
+            def abort_old(rule: lc.ExpiryRule = r) -> int:
+                old = [u for u in io.s3.iter_uploads(b, rule.prefix)
+                       if lc.expired(u["Initiated"].timestamp(), rule.abort_multipart_days or 0, now,
+                                     debug_interval_s=debug)]
+                for u in old:
+                    io.s3.abort_upload(b, u["Key"], u["UploadId"])
+                return len(old)
+
+            aborted = await asyncio.to_thread(abort_old)
+            checks.append(Check(f"rule {r.rule_id} uploads aborted now", "ok", f"{aborted:,} incomplete uploads"))
+        if left_to_rgw(r):
+            checks.append(Check(f"rule {r.rule_id} left to RGW", "skipped",
+                                f"{', '.join(left_to_rgw(r))}: RGW's lifecycle worker applies them in "
+                                f"rgw_lifecycle_work_time (lc process cannot run one bucket on "
+                                f"{xp.profile.release}, tracker 53430)"))
+    return checks
 
 
 async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float) -> list[Check]:
@@ -122,7 +230,9 @@ async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float) -> list[Check]
     debug = await lc_debug_interval(io)
     checks = []
     for r in xp.rules:
-        if r.days is None or r.tags or r.larger_than is not None or r.smaller_than is not None:
+        if r.days is None:
+            continue  # no current-version expiration to look for
+        if r.tags or r.larger_than is not None or r.smaller_than is not None:
             checks.append(Check(f"rule {r.rule_id} ran", "skipped", "tag or size filters are not re-checked"))
             continue
 

@@ -25,6 +25,10 @@ DAY_S = 86400
 # Releases whose RGW knows ObjectSizeGreaterThan/ObjectSizeLessThan in lifecycle filters
 # (added in Reef; Pacific 16.2.15 rejects the rule with MalformedXML).
 SIZE_FILTER_RELEASES = ("reef", "squid", "tentacle")
+#: Releases whose ``radosgw-admin lc process --bucket B`` processes bucket B alone (tracker 53430,
+#: Quincy). Measured on 16.2.15: --bucket is ignored, every lifecycle shard is run once and only
+#: the first bucket of each shard is processed.
+LC_ONE_BUCKET_RELEASES = ("quincy", "reef", "squid", "tentacle")
 
 _RULE_KEYS = {"bucket", "prefix", "days", "tags", "noncurrent_days", "expired_delete_markers",
               "abort_multipart_days", "larger_than", "smaller_than"}

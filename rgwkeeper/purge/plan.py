@@ -41,7 +41,7 @@ from rgwkeeper.cli.render import human_bytes  # a pure formatter; the plan rende
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.purge.layout import index_shard_oids
-from rgwkeeper.purge.lifecycle import DAY_S, SIZE_FILTER_RELEASES, purge_rule
+from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
@@ -229,6 +229,10 @@ def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str |
                     "on a versioned bucket there is no cheap proof that no version has shared tails")
         return None
     if method == "lifecycle":
+        if p.release not in LC_ONE_BUCKET_RELEASES:
+            return (f"radosgw-admin lc process cannot run one bucket on {p.release} (it ignores --bucket and "
+                    "runs the first bucket of each lifecycle shard; tracker 53430, fixed in Quincy): use "
+                    "--method s3, or `rgwkeeper expire` to leave it to RGW's lifecycle worker")
         if request.older_than_s is not None and (request.older_than_s % DAY_S or request.older_than_s < DAY_S):
             return "lifecycle counts whole days: give --older-than as a whole number of days (Nd)"
         if (request.larger_than is not None or request.smaller_than is not None) and \

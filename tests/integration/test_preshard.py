@@ -162,12 +162,19 @@ def test_daemon_reshards_and_compacts_only_when_quiet(ceph_cluster, s3, bucket_n
     print(f"\n[spillover] {[(c['slow_before'], c['slow_after'], c['cleared']) for c in compactions]}")
 
 
-def test_fill_crossing_the_level_starts_the_configured_expiry(ceph_cluster, s3, bucket_name, tmp_path, journal_pool):
+def test_fill_crossing_the_level_starts_the_configured_expiry(ceph_cluster, s3, bucket_name, tmp_path, journal_pool,
+                                                             rgw_option):
+    # A lifecycle "day" is 10 s for radosgw-admin (the daemon's expire), not for RGW's own worker.
+    rgw_option("rgw_lc_debug_interval", "10", who="client.admin")
+    # Fill is remembered as "expiry started" across runs (by design: once per crossing); a
+    # cluster this suite ran on before must be re-armed.
+    subprocess.run(["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring), "-p",
+                    journal_pool, "rmomapkey", "rgwkeeper.control", "fill"], capture_output=True, timeout=60)
     s3.create_bucket(Bucket=bucket_name)
     for i in range(5):
         s3.put_object(Bucket=bucket_name, Key=f"logs/{i}", Body=b"x")
         s3.put_object(Bucket=bucket_name, Key=f"keep/{i}", Body=b"x")
-    time.sleep(12)  # rgw_lc_debug_interval = 10: a lifecycle "day" is 10 s here
+    time.sleep(12)
     d = Daemon(ceph_cluster, tmp_path, "filler", scrub_throttle={"enabled": False},
                # Raw fill here is about 10%: a level of 1% is crossed at once.
                sections={"fill": {"expire_at_ratio": 0.01},

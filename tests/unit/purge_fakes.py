@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 import datetime
+import email.utils
 import errno
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -88,6 +90,26 @@ class World:
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
         self.fail_delete_keys: set[str] = set()
         self.metadata_caps = True  # False: the admin user lacks metadata=read
+        # The bucket's lifecycle entry as `lc list` shows it (captured shape), and how many
+        # lc process runs find it held by another LC worker (skipped, exit 0) or its shard
+        # locked (EBUSY, exit 1) before one gets through.
+        self.lc_entry = {**fx["lc_list_uninitial"][0], "bucket": f":{self.bucket}:{self.marker}"}
+        self.lc_held_runs = 0
+        self.lc_busy_runs = 0
+        self.rewrite_on_head: set[str] = set()
+        self.versions = copy.deepcopy(fx["versions"])
+
+    def as_release(self, name: str, version: str) -> "World":
+        """The same cluster reporting another release (``versions``), e.g. to exercise code paths
+        for what Quincy and later do differently (their lc process runs one bucket, tracker 53430)."""
+        def swap(counts: dict[str, int]) -> dict[str, int]:
+            return {k.replace("16.2.15", version).replace("pacific", name): v for k, v in counts.items()}
+        self.versions = {daemon: swap(counts) for daemon, counts in self.versions.items()}
+        return self
+
+    @property
+    def release(self) -> str:
+        return "pacific" if any("pacific" in k for k in self.versions.get("overall", {})) else "newer"
 
     # -- helpers -----------------------------------------------------------------------------
     def only_head_only_objects(self) -> "World":
@@ -132,6 +154,14 @@ class World:
         if tails:
             self.gc.append({"tag": f"tag-{key}\u0000", "time": "2026-01-01T00:00:00+0000",
                             "objs": [{"pool": DATA, "oid": t, "key": "", "instance": ""} for t in tails]})
+
+    def lc_expire(self) -> None:
+        """What RGW's lifecycle does for the rules the world models: an expiration date in the past."""
+        for rule in self.lifecycle:
+            if rule.get("Status") == "Enabled" and "Date" in rule.get("Expiration", {}):
+                prefix = rule.get("Filter", {}).get("Prefix", "")
+                for key in [k for k in self.index if k.startswith(prefix)]:
+                    self.s3_delete(key)
 
     def gc_process(self) -> None:
         for entry in self.gc:
@@ -219,7 +249,25 @@ class FakeRunner:
                 FakeS3(w).delete_bucket(b)
                 return ok()
             case ["lc", "process", "--bucket", b] if b == w.bucket:
+                if w.release == "pacific":
+                    # 16.2.15 ignores --bucket and runs the first bucket of each lifecycle shard
+                    # (measured); this world's bucket is not one of them.
+                    return ok()
+                if w.lc_busy_runs:
+                    w.lc_busy_runs -= 1
+                    return CompletedRun(tuple(argv), 1, "", "ERROR: lc processing returned error: (16) Device or "
+                                        "resource busy\n", 0.0)
+                if w.lc_held_runs:  # RGWLC::process_bucket: "ACTIVE entry", returns 0 having done nothing
+                    w.lc_held_runs -= 1
+                    w.lc_entry = {**w.fx["lc_list_complete"][0], "bucket": w.lc_entry["bucket"],
+                                  "status": "PROCESSING"}
+                    return ok()
+                w.lc_expire()
+                w.lc_entry = {**w.lc_entry, "status": "COMPLETE",
+                              "started": email.utils.formatdate(time.time(), usegmt=True)}
                 return ok()
+            case ["lc", "list"]:
+                return ok([w.lc_entry] if w.lifecycle else [])
         raise UnexpectedCall(f"unexpected radosgw-admin call: {list(argv)}")
 
 
@@ -268,6 +316,17 @@ class FakeS3:
             else:
                 self.w.s3_delete(o["Key"])
         return errors
+
+    def head_object(self, bucket: str, key: str) -> dict[str, Any] | None:
+        self._bucket(bucket, "HeadObject")
+        self._up("HeadObject")
+        self.w.log.append(f"S3 HeadObject {key}")
+        e = self.w.index.get(key)
+        if e is None:
+            return None
+        if key in self.w.rewrite_on_head:  # a client writes the key again between listing and delete
+            e["LastModified"] = datetime.datetime.now(datetime.timezone.utc)
+        return {"LastModified": e["LastModified"], "ContentLength": e["Size"], "ETag": e["ETag"]}
 
     def iter_uploads(self, bucket: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
         self._bucket(bucket, "ListMultipartUploads")
@@ -403,7 +462,7 @@ class FakeRados:
 
     async def acommand(self, cmd: dict[str, Any], **kw: Any) -> Any:
         if cmd == {"prefix": "versions"}:
-            return self.w.fx["versions"]
+            return self.w.versions
         if cmd.get("prefix") == "config get" and cmd.get("key") in ("rgw_max_chunk_size", "rgw_lc_debug_interval"):
             raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
         raise UnexpectedCall(f"unexpected mon command {cmd}")

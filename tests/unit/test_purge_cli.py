@@ -3,6 +3,7 @@ confirmation only on a terminal, dry run output and the JSON summary (adapters f
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 
@@ -112,15 +113,84 @@ def test_expire_dry_run_shows_the_merged_rules(env, capsys):
     world.lifecycle = [{"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "x/"}, "Expiration": {"Days": 30}}]
     assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "expire after 2 d" in out and '"ID": "theirs"' in out and "lc process --bucket capture-mixed" in out
+    assert "expire after 2 d" in out and '"ID": "theirs"' in out
+    # Pacific: lc process cannot run one bucket, rgwkeeper applies the rule from a listing.
+    assert "lc process --bucket capture-mixed" not in out and "tracker 53430" in out
+    assert "ListObjectsV2 bucket=capture-mixed prefix='plain/', then HeadObject and DeleteObjects" in out
     assert world.lifecycle[0]["ID"] == "theirs" and len(world.lifecycle) == 1
+    world.as_release("reef", "18.2.4")
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--dry-run"]) == 0
+    assert "radosgw-admin --conf" in capsys.readouterr().out.split("lc process --bucket capture-mixed")[0]
+    assert not any(line.startswith(("S3 Put", "S3 Delete", "S3 Abort", "radosgw-admin lc process")) for line in world.log)
 
 
-def test_expire_installs_and_runs_rules(env, capsys, monkeypatch):
+def _age(world, key, days):
+    world.index[key]["LastModified"] = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=days)
+
+
+def test_expire_on_pacific_deletes_what_lifecycle_would_and_rechecks_each_key(env, capsys):
     world, flags, _ = env
+    _age(world, "plain/0", 10)
+    _age(world, "plain/1", 10)
+    world.rewrite_on_head = {"plain/1"}  # written again after the listing: lifecycle would keep it too
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes",
+                         "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["changed"] and result["ran"] and result["ok"], result["checks"]
+    assert [r["Filter"] for r in world.lifecycle] == [{"Prefix": "plain/"}]  # installed for RGW's own runs
+    assert "plain/0" not in world.index and {"plain/1", "plain/2"} <= set(world.index)
+    applied = next(c for c in result["checks"] if c["name"].endswith("applied now"))
+    assert applied["detail"] == "1 objects expired through S3 deletes, 1 rewritten since the listing kept"
+    assert "S3 DeleteObjects ['plain/0']" in world.log
+    assert not any("lc process" in line for line in world.log)
+
+
+def test_expire_on_pacific_leaves_what_a_listing_cannot_decide_to_rgw(env, capsys):
+    world, flags, _ = env
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--noncurrent-days", "3", "--yes", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    (left,) = [c for c in result["checks"] if c["name"].endswith("left to RGW")]
+    assert left["status"] == "skipped" and "noncurrent versions" in left["detail"] and "53430" in left["detail"]
+    assert not any(line.startswith(("S3 DeleteObjects", "radosgw-admin lc process")) for line in world.log)
+
+
+def test_expire_on_newer_releases_runs_lc_process_for_the_bucket(env, capsys):
+    world, flags, _ = env
+    world.as_release("reef", "18.2.4")
     assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes",
                          "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert result["changed"] and result["ran"] and result["ok"]
-    assert [r["Filter"] for r in world.lifecycle] == [{"Prefix": "plain/"}]
     assert "radosgw-admin lc process --bucket capture-mixed" in world.log
+
+
+def _with_busy_wait(flags, seconds):
+    cfg = flags[flags.index("--config") + 1]
+    with open(cfg, "a") as f:
+        f.write(f"lc_busy_wait = {seconds}\n")
+
+
+def test_expire_runs_lc_again_when_another_worker_held_the_bucket(env, capsys):
+    world, flags, _ = env
+    _with_busy_wait(flags, 0.5)
+    world.as_release("reef", "18.2.4")
+    world.lc_held_runs = 2  # RGW's own LC worker has the entry: lc process exits 0, does nothing
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes",
+                         "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["ok"] and world.log.count("radosgw-admin lc process --bucket capture-mixed") == 3
+    (lc_check,) = [c for c in result["checks"] if c["name"] == "lc process"]
+    assert "after 2 skipped run(s)" in lc_check["detail"] and "PROCESSING" in lc_check["detail"]
+
+
+def test_expire_says_which_bucket_lc_never_reached(env, capsys):
+    world, flags, _ = env
+    _with_busy_wait(flags, 0.2)
+    world.as_release("reef", "18.2.4")
+    world.lc_held_runs = 1000
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes"]) == 1
+    out, err = capsys.readouterr()
+    assert "[failed] lc process:" in out and "PROCESSING since" in out and "lc_busy_wait" in out
+    assert err.endswith("\nrgwkeeper: error: expire: 1 bucket(s) failed a check (see above): capture-mixed "
+                        "(lc process)\n")  # after a warning per skipped run
+    assert "gc process" not in " ".join(world.log)  # nothing after a run that never happened

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from types import SimpleNamespace
 
@@ -11,7 +13,8 @@ import pytest
 
 from rgwkeeper.errors import CephUnreachable, UsageError
 from rgwkeeper.purge import CheckpointStore, prepare
-from rgwkeeper.purge.checkpoint import Checkpoint, State
+from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
+from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import Limiter, Pacer
 from rgwkeeper.purge.plan import PurgeRequest, plan
@@ -207,29 +210,40 @@ def test_prefix_and_age_purge_deletes_exactly_the_matching_objects(tmp_path):
     assert report.counters["objects_deleted"] == 2
 
 
-def test_lifecycle_method_runs_the_rule_and_restores_the_previous_ones(tmp_path, monkeypatch):
-    w = World(extra_plain=3)
+def test_lifecycle_method_runs_the_rule_and_restores_the_previous_ones(tmp_path):
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
     w.lifecycle = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
                     "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]
-    from tests.unit import purge_fakes
-
-    real = purge_fakes.FakeRunner.__call__
-
-    async def lc_expires(self, argv, timeout):
-        if list(argv[-3:]) == ["lc", "process", "--bucket"] or list(argv[-4:-1]) == ["lc", "process", "--bucket"]:
-            for rule in self.w.lifecycle:
-                if "Date" in rule.get("Expiration", {}):
-                    prefix = rule["Filter"]["Prefix"]
-                    for key in [k for k in self.w.index if k.startswith(prefix)]:
-                        self.w.s3_delete(key)
-        return await real(self, argv, timeout)
-
-    monkeypatch.setattr(purge_fakes.FakeRunner, "__call__", lc_expires)
     p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
     report = run(p, io, cp)
     assert report.ok, report.checks
     assert not any(k.startswith("extra/") for k in w.index) and "plain/0" in w.index
     assert [r["ID"] for r in w.lifecycle] == ["keep-a-week"]  # put back as it was
+    assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == 1
+
+
+@pytest.mark.parametrize("held, busy", [(2, 0), (0, 1), (1, 1)])
+def test_lc_process_that_another_worker_skipped_is_run_again(tmp_path, held, busy):
+    # lc process exits 0 having done nothing while RGW's own LC worker holds the entry.
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lifecycle = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]
+    w.lc_held_runs, w.lc_busy_runs = held, busy
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, lc_poll_s=0.0))
+    assert report.ok, report.checks
+    assert not any(k.startswith("extra/") for k in w.index)
+    assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == held + busy + 1
+
+
+def test_lc_process_held_past_the_wait_fails_and_keeps_the_checkpoint(tmp_path):
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lc_held_runs = 1000
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    with pytest.raises(LifecycleBusy, match="PROCESSING since .*lc_busy_wait"):
+        run(p, io, cp, settings=Settings(checkpoint_interval_s=0.0, lc_poll_s=0.01, lc_busy_wait_s=0.05))
+    assert {f"extra/{i:05d}" for i in range(3)} <= set(w.index)
+    assert cp.load() is not None and cp.load().status == "failed"
 
 
 def test_prepare_resumes_only_the_same_request_on_the_same_bucket_instance(tmp_path):
@@ -381,3 +395,18 @@ def test_profile_comes_from_the_admin_api_and_falls_back_without_metadata_caps(t
     w.exists = False
     with pytest.raises(NoSuchBucket):
         asyncio.run(gather_profile("other-bucket", rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+
+
+def test_injected_crash_kills_the_process_right_after_the_nth_cursor_reaches_disk(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; from pathlib import Path; from rgwkeeper.purge.checkpoint import Checkpoint, State\n"
+            "cp = Checkpoint(Path(sys.argv[1]))\n"
+            "cp.save(State(plan={}, step=1))\n"  # no cursor: does not count
+            "for i in range(5):\n"
+            "    cp.save(State(plan={}, step=2, cursor={'start_after': f'k{i}'}))\n")
+    path = tmp_path / "cp.json"
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], env={**os.environ, CRASH_ENV: "2"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert Checkpoint(path).load().cursor == {"start_after": "k1"}

@@ -1,0 +1,100 @@
+"""Run one bucket's lifecycle now, and make sure it really ran.
+
+``radosgw-admin lc process --bucket B`` exits 0 without touching the bucket when another
+lifecycle worker holds the bucket's entry: RGWLC::process_bucket returns early on an "ACTIVE
+entry" (status PROCESSING, started less than two lifecycle days ago), and a worker that cannot
+take the shard lock returns EBUSY. RGW's own LC thread holds entries during
+``rgw_lifecycle_work_time`` (all the time when ``rgw_lc_debug_interval`` > 0). Seen in CI on
+16.2.15: an expire whose lc process was skipped this way left every object in place.
+
+So after each run the bucket's entry (``radosgw-admin lc list``) is read back: a run that
+processed the bucket stamps ``started`` with its own start time. If it did not, the entry is
+held by another worker: wait, run again, until ``busy_wait_s`` has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import structlog
+
+from rgwkeeper.adapters import radosgw_admin as rgwa
+from rgwkeeper.errors import CephError, CommandFailed
+
+log = structlog.get_logger(__name__)
+
+
+class LifecycleBusy(CephError):
+    """Another lifecycle worker kept the bucket's entry for longer than we were willing to wait."""
+
+
+@dataclass
+class LcRun:
+    runs: int = 0
+    skipped: list[str] = field(default_factory=list)  # why each run that did nothing did nothing
+
+    def describe(self) -> str:
+        if not self.skipped:
+            return f"lc process ran ({self.runs} run)"
+        return f"lc process ran after {len(self.skipped)} skipped run(s): {self.skipped[-1]}"
+
+
+def entry_for(entries: list[dict[str, Any]], bucket: str, tenant: str = "") -> dict[str, Any] | None:
+    """The bucket's entry in ``lc list`` (its "bucket" is ``tenant:name:marker``)."""
+    head = f"{tenant}:{bucket}:"
+    return next((e for e in entries if str(e.get("bucket", "")).startswith(head)), None)
+
+
+def started_s(entry: dict[str, Any]) -> float | None:
+    """``started`` as Unix seconds ("Sun, 22 Nov 2026 05:39:36 GMT"; 1970 for a bucket never run)."""
+    try:
+        return email.utils.parsedate_to_datetime(str(entry.get("started"))).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def ran_since(entry: dict[str, Any] | None, t0: float) -> tuple[bool, str]:
+    """Did a run started at ``t0`` process the bucket, judging by its entry? And if not, why."""
+    if entry is None:
+        return True, ""  # no entry to judge by (no lifecycle configuration): nothing was held
+    started = started_s(entry)
+    # ``started`` has whole seconds: a run of ours stamps at least floor(t0). The status alone
+    # says little: RGW's worker sets every entry of a shard back to UNINITIAL when it starts a
+    # new lifecycle day (bucket_lc_prepare), every rgw_lc_debug_interval seconds on test clusters.
+    if started is not None and started >= int(t0):
+        return True, ""
+    return False, f"its lifecycle entry is {entry.get('status')} since {entry.get('started')} (another LC worker)"
+
+
+async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, busy_wait_s: float,
+                      poll_s: float | None = None, clock: Callable[[], float] = time.time,
+                      sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> LcRun:
+    """Run ``lc process --bucket`` until a run really processes the bucket (read back)."""
+    result = LcRun()
+    if poll_s is None:
+        poll_s = min(2.0, busy_wait_s / 10)
+    deadline = clock() + busy_wait_s
+    while True:
+        t0 = clock()
+        result.runs += 1
+        try:
+            await rgw.run(*rgwa.lc_process_args(bucket), timeout=timeout_s)
+            entry = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
+            ran, why = ran_since(entry, t0)
+        except CommandFailed as exc:
+            if "(16)" not in exc.stderr and "busy" not in exc.stderr.lower():  # EBUSY: another worker has the shard lock
+                raise
+            ran, why = False, "another LC worker holds the lock on its lifecycle shard"
+        if ran:
+            return result
+        result.skipped.append(why)
+        log.warning("lc process skipped the bucket", bucket=bucket, reason=why, run=result.runs)
+        if clock() + poll_s > deadline:
+            raise LifecycleBusy(f"lc process --bucket {bucket}",
+                                f"{why}, for more than {busy_wait_s:g} s (purge.lc_busy_wait); that worker "
+                                "applies the rules itself, or rerun once `radosgw-admin lc list` shows it COMPLETE")
+        await sleep(poll_s)
