@@ -50,11 +50,29 @@ class RadosAdapter:
         self.access = access
         self._factory = factory or _default_factory
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rados")
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._cluster: RadosLike | None = None
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Run a blocking librados call on this adapter's threads, tracked until it returns."""
+        fut = self._pool.submit(fn, *args)
+        self._inflight.add(fut)
+        fut.add_done_callback(self._inflight.discard)
+        return fut
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until every call already sent has returned. Cancelling the coroutine that awaited
+        one does not stop its thread: a `config set` cancelled at shutdown can still land after
+        the restore that was meant to undo it, unless the restore waits for it here."""
+        pending = list(self._inflight)
+        if not pending:
+            return True
+        _, not_done = await asyncio.to_thread(concurrent.futures.wait, pending, timeout_s)
+        return not not_done
 
     # -- connection ------------------------------------------------------------------------
     def connect(self) -> None:
-        fut = self._pool.submit(self._connect_blocking)
+        fut = self.submit(self._connect_blocking)
         try:
             fut.result(timeout=self.access.timeout_s + 5)
         except concurrent.futures.TimeoutError:
@@ -95,7 +113,7 @@ class RadosAdapter:
     # -- commands ----------------------------------------------------------------------------
     def command(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None) -> Any:
         """Send one command and return its parsed JSON output (``None`` if it printed nothing)."""
-        fut = self._pool.submit(self._command_blocking, cmd, osd)
+        fut = self.submit(self._command_blocking, cmd, osd)
         t = timeout or self.access.timeout_s
         try:
             return fut.result(timeout=t + 2)
@@ -103,7 +121,7 @@ class RadosAdapter:
             raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
 
     async def acommand(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None) -> Any:
-        fut = self._pool.submit(self._command_blocking, cmd, osd)
+        fut = self.submit(self._command_blocking, cmd, osd)
         t = timeout or self.access.timeout_s
         try:
             return await asyncio.wait_for(asyncio.wrap_future(fut), t + 2)
@@ -194,7 +212,7 @@ class ObjectStore:
             except rados_mod.Error as exc:
                 raise CephError(f"{self.pool}/{what}", str(exc)[:200]) from None
 
-        fut = self.rados._pool.submit(call)
+        fut = self.rados.submit(call)
         try:
             return fut.result(timeout=self.rados.access.timeout_s + 2)
         except concurrent.futures.TimeoutError:
@@ -260,7 +278,7 @@ class ObjectStore:
     def close(self) -> None:
         if self._ioctx is not None:
             ioctx, self._ioctx = self._ioctx, None
-            self.rados._pool.submit(ioctx.close)
+            self.rados.submit(ioctx.close)
 
 
 class _NotFoundError(CephError):
@@ -322,7 +340,7 @@ class BulkObjects:
             except rados_error as exc:
                 raise CephError(f"{self.pool}/{what}", str(exc)[:200]) from None
 
-        fut = self.rados._pool.submit(guarded)
+        fut = self.rados.submit(guarded)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
         except asyncio.TimeoutError:
@@ -438,5 +456,5 @@ class BulkObjects:
     def close(self) -> None:
         for io in (self._io, self._loc_io):
             if io is not None:
-                self.rados._pool.submit(io.close)
+                self.rados.submit(io.close)
         self._io = self._loc_io = None

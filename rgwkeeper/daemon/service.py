@@ -312,8 +312,14 @@ async def _serve(svc: Service) -> int:
     scheduler.shutdown(wait=False)
     # Cancel a pass still running: the executor journals before it changes anything, so
     # an interrupted change leaves at worst an entry that restores a value never changed.
-    for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in running:
         task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    # A cancelled librados call still runs in its thread: wait for it, or the restore below
+    # could be overtaken by a `config set` sent just before (CI: a setting left behind).
+    if not await svc.rados.drain(min(30.0, svc.cfg.daemon.shutdown_timeout_s / 2)):
+        log.warning("librados calls still running at shutdown; restoring anyway")
     await svc.stop()
     timer.cancel()
     log.info("stopped")

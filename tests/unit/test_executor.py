@@ -147,3 +147,35 @@ def test_journal_renew_extends_only_the_holders_leases(cluster, rados):
                                         ("0.5", "0.25", False), (None, None, True), ("1", None, False)])
 def test_same_value(a, b, same):
     assert same_value(a, b) is same
+
+
+def test_restore_after_a_cancelled_pass_waits_for_the_config_set_still_in_flight(cluster, rados):
+    # Shutdown cancels the running pass, but the `config set` it sent keeps going in its thread;
+    # a restore that did not wait for it would be overtaken by it (a setting left behind).
+    import threading
+
+    gate = threading.Event()
+    real = cluster.mon_command
+
+    def slow_mon_command(cmd, inbuf, timeout=0):
+        if '"config set"' in cmd:
+            gate.wait(10)
+        return real(cmd, inbuf, timeout)
+
+    cluster.mon_command = slow_mon_command
+    ex, journal = make(rados)
+
+    async def scenario():
+        task = asyncio.create_task(ex.apply([SetConfig("osd", "osd_scrub_sleep", "0.5")]))
+        while not journal.overrides():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the config set is now blocked in its thread
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert await rados.drain(0.2) is False  # still in flight
+        gate.set()
+        assert await rados.drain(5) is True
+        await ex.restore()
+
+    run(scenario())
+    assert ("osd", "osd_scrub_sleep") not in cluster.config and journal.overrides() == {}
