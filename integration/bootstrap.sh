@@ -72,7 +72,10 @@ step "rgw"
 mkdir -p /var/lib/ceph/radosgw/ceph-rgw.gw
 ceph auth get-or-create client.rgw.gw mon 'allow rw' osd 'allow rwx' mgr 'allow rw' \
   >/var/lib/ceph/radosgw/ceph-rgw.gw/keyring
-radosgw -n client.rgw.gw --keyring /var/lib/ceph/radosgw/ceph-rgw.gw/keyring
+rgw_start() {
+  radosgw -n client.rgw.gw --keyring /var/lib/ceph/radosgw/ceph-rgw.gw/keyring --pid-file "$C/state/rgw.pid"
+}
+rgw_start
 
 step "rgw admin user"
 # radosgw-admin generates the keys; they reach the host through a 0600 file, never argv.
@@ -89,6 +92,25 @@ umask 022
 step "running"
 touch "$C/state/ready"
 # Stay in the foreground while the daemons (which forked) run; the harness stops the
-# container by id.
+# container by id. Meanwhile serve RGW restart requests (integration.cluster.restart_rgw):
+# the request file holds how many seconds RGW stays down. RGW is stopped by its pid file.
 trap - ERR
-exec sleep infinity
+set +e
+while sleep 0.2; do
+  [[ -e "$C/state/rgw-restart" ]] || continue
+  down=$(cat "$C/state/rgw-restart"); rm -f "$C/state/rgw-restart" "$C/state/rgw-restarted"
+  pid=$(cat "$C/state/rgw.pid")
+  echo "== $(date +%T) rgw restart: stopping pid $pid, down ${down}s"
+  kill -TERM "$pid"
+  for _ in $(seq 1 300); do
+    # Gone, or a zombie (which still answers kill -0): field 3 of /proc/PID/stat is the state.
+    st=Z; { read -r _ _ st _ <"/proc/$pid/stat"; } 2>/dev/null
+    [[ "$st" != Z ]] || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null
+  sleep "$down"
+  rgw_start
+  echo "== $(date +%T) rgw started again (pid $(cat "$C/state/rgw.pid" 2>/dev/null))"
+  touch "$C/state/rgw-restarted"
+done

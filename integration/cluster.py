@@ -19,6 +19,8 @@ import socket
 import subprocess
 import time
 import tomllib
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,7 @@ CONTAINER_STOP_TIMEOUT_S = 10
 
 # Options every test cluster gets. Pool size 1 on one host; loopback only; 8 PGs a pool
 # without the autoscaler so PG counts are predictable; short RGW housekeeping intervals so
-# resharding and lifecycle happen at test speed (a lifecycle "day" is 10 s).
+# resharding happens at test speed.
 BASE_OPTIONS: dict[str, dict[str, str]] = {
     "global": {
         "auth_cluster_required": "cephx",
@@ -144,6 +146,42 @@ class ClusterInfo:
         return json.loads(out) if out else None
 
 
+def restart_rgw(info: ClusterInfo, *, down_s: float = 3.0, timeout: float = 120.0) -> None:
+    """Stop the cluster's RGW, keep it down ``down_s`` seconds, start it again, and return once
+    S3 answers. Only for the harness's own cluster (its bootstrap.sh serves the request)."""
+    state = control_dir(info)
+    if state is None:
+        raise HarnessError("rgw restart", "only the harness's containerized cluster can restart its RGW")
+    done = state / "rgw-restarted"
+    done.unlink(missing_ok=True)
+    (state / "rgw-restart").write_text(f"{down_s:g}\n")
+    deadline = time.monotonic() + timeout
+    while not done.exists():
+        if time.monotonic() > deadline:
+            raise HarnessError("rgw restart", f"RGW did not come back within {timeout:.0f} s",
+                               info.log_dir / "bootstrap.log" if info.log_dir else None)
+        time.sleep(0.2)
+    while True:
+        try:
+            urllib.request.urlopen(info.rgw_endpoint, timeout=5).close()
+            return
+        except urllib.error.HTTPError:
+            return  # RGW answered (403 for an anonymous request is an answer)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise HarnessError("rgw restart", f"S3 does not answer at {info.rgw_endpoint}") from None
+            time.sleep(0.2)
+
+
+def control_dir(info: ClusterInfo) -> Path | None:
+    """The state directory bootstrap.sh watches, if this is a cluster the harness started
+    (here or through ``python -m integration up``)."""
+    if info.log_dir is None:
+        return None
+    state = info.log_dir.parent / "state"
+    return state if (state / "ready").exists() else None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -167,12 +205,17 @@ def external_from_env() -> ClusterInfo | None:
                            "RGWKEEPER_TEST_RGW_CREDENTIALS") if not os.environ.get(v)]
     if missing:
         raise HarnessError("external cluster", f"RGWKEEPER_TEST_CEPH_CONF is set but {', '.join(missing)} is not")
+    keyring = Path(os.environ["RGWKEEPER_TEST_KEYRING"])
+    # A cluster started by `python -m integration up` keeps its logs and control files next
+    # to its keyring: found, the RGW restart hook works for it too.
+    own = (keyring.parent / "state" / "ready").exists() and (keyring.parent / "log").is_dir()
     return ClusterInfo(
         conf=Path(conf),
-        keyring=Path(os.environ["RGWKEEPER_TEST_KEYRING"]),
+        keyring=keyring,
         rgw_endpoint=os.environ["RGWKEEPER_TEST_RGW_ENDPOINT"],
         credentials_file=Path(os.environ["RGWKEEPER_TEST_RGW_CREDENTIALS"]),
         external=True,
+        log_dir=keyring.parent / "log" if own else None,
     )
 
 

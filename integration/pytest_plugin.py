@@ -7,6 +7,8 @@
 - ``bucket_name``: a fresh, valid bucket name per test.
 - ``s3``: a boto3 client as the admin user.
 - ``rgw_option``: set a ``client`` option in the mon config database for one test.
+- ``restart_rgw``: ``restart_rgw(down_s=3)`` stops the cluster's RGW and starts it again
+  (the harness's own cluster only; skipped, and so reported, against an operator's cluster).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from integration.cluster import ClusterInfo, ContainerCluster, external_from_env
+from integration.cluster import ClusterInfo, ContainerCluster, control_dir, external_from_env
+from integration.cluster import restart_rgw as _restart_rgw
 from integration.errors import HarnessError
 
 _counter = itertools.count(1)
@@ -101,6 +104,17 @@ def rgw_option(ceph_cluster: ClusterInfo) -> Iterator[Callable[..., None]]:
     yield setter
     for who, name in touched:
         ceph_cluster.ceph("config", "rm", who, name)
+
+
+@pytest.fixture
+def restart_rgw(ceph_cluster: ClusterInfo) -> Callable[..., None]:
+    if control_dir(ceph_cluster) is None:
+        pytest.skip("restarting RGW needs the harness's containerized cluster, not an external one")
+
+    def restart(down_s: float = 3.0) -> None:
+        _restart_rgw(ceph_cluster, down_s=down_s)
+
+    return restart
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
