@@ -14,9 +14,11 @@ predecessor is gone, so the lock it left is broken instead.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 from rgwkeeper.errors import CephError
 
@@ -64,6 +66,26 @@ class LeaderLease:
         if now != was:
             self.transitions.append("acquired" if now else "lost")
         return now
+
+    @contextlib.asynccontextmanager
+    async def kept_during(self, every_s: float, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+                          ) -> AsyncIterator[None]:
+        """Renew the lease every ``every_s`` while the block runs: a pass whose actions take
+        longer than the lease (a large bucket's reshard) must not lose it to the calendar
+        while it is still working. Renewal stops at the first failure; the executor checks
+        :meth:`is_leader` before every change, so no further change starts after that."""
+        async def renew() -> None:
+            while True:
+                await sleep(every_s)
+                if not await self.tick():
+                    return
+
+        task = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def is_leader(self) -> bool:
         """May we act now? False once the lease (minus a margin) has run out on our clock."""

@@ -180,7 +180,8 @@ class Service:
         self.metrics.paused.set(1 if control.get("paused") else 0)
         if not self.lease.is_leader():
             raise NotLeader("lease ran out while observing; not acting")
-        results = await ex.apply(plan.actions)
+        async with self.lease.kept_during(self.cfg.daemon.lease_s / 3):
+            results = await ex.apply(plan.actions)
         for key, value in plan.memory.items():
             self.journal.set_control(key, value)
         compactions = {f"osd.{r.data['osd']}": {k: v for k, v in r.data.items() if k != "osd"}

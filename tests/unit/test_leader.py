@@ -113,3 +113,29 @@ def test_release_lets_another_take_over_at_once():
     assert tick(a)
     asyncio.run(a.release())
     assert not a.is_leader() and tick(b)
+
+
+def test_lease_is_kept_while_a_long_pass_acts_and_lost_once_renewal_fails():
+    clock = Clock()
+    lock = FakeLock(clock, 30)
+    lease = LeaderLease(lock.backend("a"), 30, clock=clock)
+    assert tick(lease)
+
+    async def fake_sleep(s):  # each renewal interval moves the shared clock on
+        clock.t += s
+        await asyncio.sleep(0)
+
+    async def long_pass():
+        async with lease.kept_during(10, sleep=fake_sleep):
+            for _ in range(50):  # 500 s of work on the clock: far past the 30 s lease
+                await asyncio.sleep(0)
+                if clock.t >= 100:
+                    break
+            assert clock.t >= 100 and lease.is_leader()  # 100 s on the clock, lease 30 s: renewed all along
+            lock.holder, lock.expires = "b", clock.t + 1000  # someone else takes the lock
+            for _ in range(10):
+                await asyncio.sleep(0)
+            assert not lease.is_leader()  # the next renewal failed: no further action starts
+
+    asyncio.run(long_pass())
+    assert lease.transitions == ["acquired", "lost"]
