@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from integration import engine as engine_mod
-from integration.cluster import CACHE_DIR
+from integration.cluster import CACHE_DIR, control_dir
 from rgwkeeper.access import load_credentials
 from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.client import S3Client
@@ -91,6 +91,15 @@ def test_fixed_rate_holds_its_target_rate(ceph_cluster, bucket_name):
 
 
 def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, bucket_name):
+    state = control_dir(ceph_cluster)
+    if state is None:
+        pytest.skip("pausing RGW needs the harness's containerized cluster")
+    rgw_pid = int((state / "rgw.pid").read_text())  # signalled by its pid, never by name
+
+    def signal_rgw(sig: str) -> None:
+        res = container.exec_run(["bash", "-c", f"kill -{sig} {rgw_pid}"])
+        assert res.exit_code == 0, res.output
+
     with _container(ceph_cluster) as container:
         pause_events = {}
 
@@ -98,11 +107,11 @@ def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, buc
             await asyncio.sleep(4)
             pause_events["stop"] = run.now_s()
             try:
-                await asyncio.to_thread(container.exec_run, ["pkill", "-STOP", "-x", "radosgw"])
+                await asyncio.to_thread(signal_rgw, "STOP")
                 run.mark("maintenance-start", "radosgw SIGSTOP")
                 await asyncio.sleep(2)
             finally:
-                await asyncio.to_thread(container.exec_run, ["pkill", "-CONT", "-x", "radosgw"])
+                await asyncio.to_thread(signal_rgw, "CONT")
                 run.mark("maintenance-end", "radosgw SIGCONT")
             pause_events["cont"] = run.now_s()
 
@@ -111,7 +120,7 @@ def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, buc
         try:
             data = asyncio.run(run_load(spec, _creds(ceph_cluster), controller=pause_rgw))
         finally:
-            container.exec_run(["pkill", "-CONT", "-x", "radosgw"])
+            signal_rgw("CONT")
     rec = _records(data)
     ok = analysis.ok_mask(rec)
     assert ok.all() and len(rec) == 600
