@@ -322,6 +322,33 @@ def test_limiter_follows_a_changing_limit():
     asyncio.run(scenario())
 
 
+def test_limiter_below_one_request_in_flight_pauses_between_requests():
+    now = [0.0]
+
+    async def scenario():
+        share = [0.25]
+        lim = Limiter(lambda: 1, share=lambda: share[0], clock=lambda: now[0])
+        await lim.acquire()
+        now[0] += 0.3  # the request took 0.3 s
+        await lim.release()
+        nxt = asyncio.ensure_future(lim.acquire())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not nxt.done()  # 0.3 s busy at share 0.25: 0.9 s of pause first
+        now[0] += 0.89
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not nxt.done()
+        now[0] += 0.02
+        await asyncio.wait_for(nxt, 1)
+        now[0] += 0.1
+        share[0] = 1.0  # the pacer let go: no pause after this one
+        await lim.release()
+        await asyncio.wait_for(lim.acquire(), 1)
+
+    asyncio.run(scenario())
+
+
 def test_pacing_narrows_the_rados_window_when_probes_are_slow(tmp_path):
     w = World(extra_plain=40, page_size=10)
     p, io, cp, bulks = make(w, tmp_path)

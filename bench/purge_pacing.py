@@ -1,0 +1,126 @@
+"""Does purge pacing keep ingest deterministic? `rgwkeeper verify` with a purge as maintenance.
+
+For each repeat, unpaced and paced alternate (the order flips every repeat): a victim bucket
+is filled with ``--objects`` objects of 4 KiB, then ``rgwkeeper verify`` runs an open-loop PUT
+load (``--rate``) into other buckets, a baseline window, then ``rgwkeeper purge VICTIM
+--method s3`` as the maintenance while the load goes on, and judges the two windows (the
+project's default tolerances, ``config/rgwkeeper.toml``). The only difference between the
+modes is ``purge.pace_write_latency_ms`` (0 = unpaced; paced: ``--target-ms``).
+
+Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
+the median ops/s change, and how long the purge took; then per mode the verdicts and the
+median p99 change. Pacing trades purge time for ingest latency: both are shown.
+
+    .venv/bin/python -m bench.purge_pacing [--objects 4000] [--rate 40] [--target-ms 20] [--repeat 2]
+
+Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from rgwkeeper.access import load_credentials
+from rgwkeeper.loadgen.client import S3Client
+
+
+def _fill(info: Any, bucket: str, count: int) -> None:
+    async def go() -> None:
+        async with S3Client(info.rgw_endpoint, load_credentials(info.credentials_file), timeout_s=60) as s3:
+            await s3.create_bucket(bucket)
+            body = bytes(range(256)) * 16
+            sem = asyncio.Semaphore(32)
+
+            async def one(i: int) -> None:
+                async with sem:
+                    status, _, _ = await s3.put_object(bucket, f"fill/{i:07d}", body)
+                    if status != 200:
+                        raise SystemExit(f"fill PUT failed with HTTP {status}")
+
+            await asyncio.gather(*(one(i) for i in range(count)))
+
+    asyncio.run(go())
+
+
+def _cluster_flags(info: Any) -> list[str]:
+    return ["--conf", str(info.conf), "--keyring", str(info.keyring), "--rgw-endpoint", info.rgw_endpoint,
+            "--rgw-credentials", str(info.credentials_file)]
+
+
+def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Namespace, n: int) -> dict[str, Any]:
+    tag = f"pace-{uuid.uuid4().hex[:6]}"
+    victim = f"{tag}-victim"
+    _fill(info, victim, args.objects)
+    purge_cfg = workdir / f"purge-{mode}-{n}.toml"
+    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\npace_write_latency_ms = {pace_ms}\n'
+                         "pace_probe_interval = 0.5\n")
+    purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", "s3", "--yes", "--json",
+                        "--config", str(purge_cfg), *_cluster_flags(info)])
+    out = workdir / f"verify-{mode}-{n}.json"
+    argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info), "--baseline", str(args.baseline),
+            "--window", str(args.window), "--mix", "PUT=100", "--rate", str(args.rate), "--concurrency", "64",
+            "--bucket-prefix", tag, "--objects", "0", "--maintenance-cmd", purge, "--maintenance-timeout", "600",
+            "--out", str(out), "--plot", str(workdir / f"verify-{mode}-{n}.png"), "--json", "--no-progress"]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.baseline + args.window + 900)
+    if proc.returncode not in (0, 3, 4):
+        raise SystemExit(f"verify ({mode}) failed: {proc.stderr.strip()[-800:]}")
+    result = json.loads(out.read_text())
+    ev = {e["kind"]: e["t"] for e in result["events"] if e["kind"] in ("maintenance-start", "maintenance-end")}
+    checks = {c["name"]: c for c in result["verdict"]["checks"]}
+    p99 = checks.get("p99_increase_PUT", {})
+    rate = checks.get("median_ops_drop", {})
+    return {"mode": mode, "pace_ms": pace_ms, "verdict": result["verdict"]["outcome"],
+            "p99_ms_baseline": p99.get("baseline"), "p99_ms_window": p99.get("candidate"),
+            "p99_change": p99.get("estimate"), "median_ops_drop": rate.get("estimate"),
+            "purge_s": round(ev["maintenance-end"] - ev["maintenance-start"], 1) if len(ev) == 2 else None,
+            "wall_s": round(time.monotonic() - t0, 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--objects", type=int, default=4000, help="objects in each victim bucket")
+    p.add_argument("--rate", type=float, default=40.0, help="ingest PUT/s (open loop)")
+    p.add_argument("--target-ms", type=float, default=20.0, help="purge.pace_write_latency_ms when paced")
+    p.add_argument("--baseline", type=float, default=30.0)
+    p.add_argument("--window", type=float, default=30.0)
+    p.add_argument("--repeat", type=int, default=2)
+    args = p.parse_args()
+
+    from integration.cluster import ContainerCluster, external_from_env
+
+    rows = []
+    with ExitStack() as stack:
+        info = external_from_env() or stack.enter_context(ContainerCluster())
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
+        for r in range(args.repeat):
+            modes = [("unpaced", 0.0), ("paced", args.target_ms)]
+            for mode, pace in (modes if r % 2 == 0 else modes[::-1]):
+                row = _run(info, workdir, mode, pace, args, r)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                rows.append(row)
+    summary = {}
+    for mode in ("unpaced", "paced"):
+        mine = [x for x in rows if x["mode"] == mode]
+        changes = [x["p99_change"] for x in mine if x["p99_change"] is not None]
+        summary[mode] = {"verdicts": [x["verdict"] for x in mine],
+                         "median_p99_change": round(statistics.median(changes), 3) if changes else None,
+                         "median_purge_s": statistics.median(x["purge_s"] for x in mine if x["purge_s"] is not None)}
+    print(json.dumps({"objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
+                      "summary": summary, "runs": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
