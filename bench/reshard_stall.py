@@ -32,7 +32,6 @@ import argparse
 import calendar
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,7 @@ def _admin(info: Any, *args: str) -> Any:
     return json.loads(out) if out.strip() else None
 
 
-def _rgwkeeper(info: Any, *args: str, workdir: Path) -> list[str]:
+def _rgwkeeper(*args: str, workdir: Path) -> list[str]:
     cfg = workdir / "rgwkeeper.toml"
     if not cfg.exists():
         cfg.write_text("[loadgen]\nwarmup = 0.0\n")
@@ -62,7 +61,7 @@ def _rgwkeeper(info: Any, *args: str, workdir: Path) -> list[str]:
 
 
 def _loadgen_argv(info: Any, prefix: str, out: Path, rate: float, duration: float, workdir: Path) -> list[str]:
-    return _rgwkeeper(info, "loadgen", "run", "--rgw-endpoint", info.rgw_endpoint, "--rgw-credentials",
+    return _rgwkeeper("loadgen", "run", "--rgw-endpoint", info.rgw_endpoint, "--rgw-credentials",
                       str(info.credentials_file), "--mix", "PUT=100", "--size", "1KiB", "--rate", str(rate),
                       "--concurrency", "64", "--duration", str(duration), "--objects", "0", "--buckets", "1",
                       "--workers", "1", "--warmup", "0", "--bucket-prefix", prefix, "--out", str(out),
@@ -109,12 +108,11 @@ def main() -> None:
         plain, pre = f"stall-{tag}-plain", f"stall-{tag}-pre"
         info.ceph("config", "set", "client", "rgw_max_objs_per_shard", str(args.limit))
         stack.callback(info.ceph, "config", "rm", "client", "rgw_max_objs_per_shard")
-        env = {**os.environ}
-        made = subprocess.run(_rgwkeeper(info, "preshard", f"{pre}-000", "--expected-objects", str(expected),
+        made = subprocess.run(_rgwkeeper("preshard", f"{pre}-000", "--expected-objects", str(expected),
                                          "--conf", str(info.conf), "--keyring", str(info.keyring),
                                          "--rgw-endpoint", info.rgw_endpoint, "--rgw-credentials",
                                          str(info.credentials_file), "--json", workdir=workdir),
-                              capture_output=True, text=True, timeout=300, env=env)
+                              capture_output=True, text=True, timeout=300)
         if made.returncode:
             raise SystemExit(f"preshard failed: {made.stderr.strip()}")
         pre_shards = json.loads(made.stdout)["wanted_shards"]
@@ -134,7 +132,7 @@ def main() -> None:
                 time.sleep(0.5)
 
         outs = {plain: workdir / "plain.json", pre: workdir / "pre.json"}
-        procs = {b: subprocess.Popen(_loadgen_argv(info, b, outs[b], args.rate, args.duration, workdir), env=env,
+        procs = {b: subprocess.Popen(_loadgen_argv(info, b, outs[b], args.rate, args.duration, workdir),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for b in (plain, pre)}
         watcher = threading.Thread(target=watch, daemon=True)

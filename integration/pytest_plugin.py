@@ -6,7 +6,8 @@
 - ``cluster_access``: a :class:`rgwkeeper.access.ClusterAccess` for it.
 - ``bucket_name``: a fresh, valid bucket name per test.
 - ``s3``: a boto3 client as the admin user.
-- ``rgw_option``: set a ``client`` option in the mon config database for one test.
+- ``rgw_option``: set an option in the mon config database for one test (for every client,
+  or for ``who``, e.g. ``client.admin``).
 - ``restart_rgw``: ``restart_rgw(down_s=3)`` stops the cluster's RGW and starts it again
   (the harness's own cluster only; skipped, and so reported, against an operator's cluster).
 """

@@ -201,7 +201,8 @@ class PurgeSection:
     lc_busy_wait: float = opt(
         300.0, "Seconds `expire` and the lifecycle purge method keep re-running `radosgw-admin lc process "
         "--bucket` while another lifecycle worker (RGW's own, during rgw_lifecycle_work_time) holds the "
-        "bucket's lifecycle entry; lc process skips such a bucket and still exits 0.", min=0.0, max=86400.0)
+        "bucket's lifecycle entry; lc process skips such a bucket and still exits 0. Quincy and later (Pacific "
+        "expire works from a listing instead).", min=0.0, max=86400.0)
     lifecycle_rules: list[dict] = opt(
         [], "Expiration rules `rgwkeeper expire` installs, each a table: bucket (name or glob), prefix, days, "
         "tags (table), noncurrent_days, expired_delete_markers, abort_multipart_days, larger_than and "

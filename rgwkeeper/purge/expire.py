@@ -152,25 +152,24 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
             raise CephError(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
     checks = [Check("rules installed", "ok", ", ".join(r.rule_id for r in xp.rules))]
     after = xp.profile
-    if xp.by_listing:
+    if xp.run_now:
         lc_started = time.time()
         debug = await lc_debug_interval(io)
-        checks += await _apply_by_listing(xp, io, lc_started, debug)
-        await io.rgw.run(*rgwa.gc_process_args(include_all=True), timeout=long_timeout_s)
-        after = await gather_profile(b, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
-        checks += await _check_expired(xp, io, lc_started)
-    elif xp.run_now:
-        lc_started = time.time()
-        try:
-            ran = await lcrun.process_now(io.rgw, b, timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
-                                          poll_s=lc_poll_s)
-        except lcrun.LifecycleBusy as exc:
-            checks.append(Check("lc process", "failed", exc.detail))  # the next bucket still gets its turn
+        ran = True
+        if xp.by_listing:
+            checks += await _apply_by_listing(xp, io, lc_started, debug)
         else:
-            checks.append(Check("lc process", "ok", ran.describe()))
+            try:
+                run = await lcrun.process_now(io.rgw, b, timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
+                                              poll_s=lc_poll_s)
+                checks.append(Check("lc process", "ok", run.describe()))
+            except lcrun.LifecycleBusy as exc:
+                checks.append(Check("lc process", "failed", exc.detail))  # the next bucket still gets its turn
+                ran = False
+        if ran:
             await io.rgw.run(*rgwa.gc_process_args(include_all=True), timeout=long_timeout_s)
             after = await gather_profile(b, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
-            checks += await _check_expired(xp, io, lc_started)
+            checks += await _check_expired(xp, io, lc_started, debug)
     return ExpireResult(bucket=b, rules=[r.rule_id for r in xp.rules], changed=xp.changes, ran=xp.run_now,
                         objects_before=xp.profile.num_objects, objects_after=after.num_objects,
                         bytes_before=xp.profile.size_bytes, bytes_after=after.size_bytes,
@@ -191,8 +190,7 @@ async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: floa
                                                        debug_interval_s=debug)
 
             def expire_current(rule: lc.ExpiryRule = r) -> tuple[int, int, int]:
-                listed = [o["Key"] for o in io.s3.iter_keys(b, rule.prefix)
-                          if lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
+                listed = _expired_keys(io, b, rule, now, debug)
                 with ThreadPoolExecutor(head_threads) as pool:
                     keys = [k for k, ok in zip(listed, pool.map(still_expired, listed)) if ok]
                 refused = 0
@@ -224,10 +222,15 @@ async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: floa
     return checks
 
 
-async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float) -> list[Check]:
+def _expired_keys(io: PurgeIO, bucket: str, rule: lc.ExpiryRule, now: float, debug: float) -> list[str]:
+    """Keys under the rule's prefix that its ``days`` expire at ``now`` (blocking: a listing)."""
+    return [o["Key"] for o in io.s3.iter_keys(bucket, rule.prefix)
+            if lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
+
+
+async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float, debug: float) -> list[Check]:
     """Objects a plain ``days`` rule (prefix only) should have expired must be gone. Rules with
     tag or size filters are not checked here (that needs a request per object)."""
-    debug = await lc_debug_interval(io)
     checks = []
     for r in xp.rules:
         if r.days is None:
@@ -236,11 +239,7 @@ async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float) -> list[Check]
             checks.append(Check(f"rule {r.rule_id} ran", "skipped", "tag or size filters are not re-checked"))
             continue
 
-        def left(rule: lc.ExpiryRule = r) -> list[str]:
-            return [o["Key"] for o in io.s3.iter_keys(xp.profile.bucket, rule.prefix)
-                    if lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
-
-        remaining = await asyncio.to_thread(left)
+        remaining = await asyncio.to_thread(_expired_keys, io, xp.profile.bucket, r, now, debug)
         checks.append(Check(f"rule {r.rule_id} ran", "failed" if remaining else "ok",
                             f"{len(remaining)} expired objects still listed, e.g. {remaining[0][:80]!r}"
                             if remaining else f"no object older than {r.days} lifecycle day(s) left under "

@@ -4,8 +4,8 @@
 lifecycle worker holds the bucket's entry: RGWLC::process_bucket returns early on an "ACTIVE
 entry" (status PROCESSING, started less than two lifecycle days ago), and a worker that cannot
 take the shard lock returns EBUSY. RGW's own LC thread holds entries during
-``rgw_lifecycle_work_time`` (all the time when ``rgw_lc_debug_interval`` > 0). Seen in CI on
-16.2.15: an expire whose lc process was skipped this way left every object in place.
+``rgw_lifecycle_work_time`` (all the time when ``rgw_lc_debug_interval`` > 0). Used from Quincy
+on only: Pacific's lc process ignores ``--bucket`` altogether (tracker 53430; see expire.py).
 
 So after each run the bucket's entry (``radosgw-admin lc list``) is read back: a run that
 processed the bucket stamps ``started`` with its own start time. If it did not, the entry is
