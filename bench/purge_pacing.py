@@ -5,13 +5,15 @@ is filled with ``--objects`` objects of 4 KiB, then ``rgwkeeper verify`` runs an
 load (``--rate``) into other buckets, a baseline window, then ``rgwkeeper purge VICTIM
 --method s3`` as the maintenance while the load goes on, and judges the two windows (the
 project's default tolerances, ``config/rgwkeeper.toml``). The only difference between the
-modes is ``purge.pace_write_latency_ms`` (0 = unpaced; paced: ``--target-ms``).
+modes is pacing: unpaced, none; paced, ``purge.pace_write_latency_ms = --target-ms`` and
+``purge.pace_latency_increase = --increase`` (a target relative to the probe before the purge).
 
 Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
 the median ops/s change, and how long the purge took; then per mode the verdicts and the
 median p99 change. Pacing trades purge time for ingest latency: both are shown.
 
-    .venv/bin/python -m bench.purge_pacing [--objects 4000] [--rate 40] [--target-ms 20] [--repeat 2]
+    .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
+        [--target-ms 20] [--increase 0.3] [--repeat 2]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -64,9 +66,10 @@ def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Nam
     victim = f"{tag}-victim"
     _fill(info, victim, args.objects)
     purge_cfg = workdir / f"purge-{mode}-{n}.toml"
+    increase = args.increase if mode == "paced" else 0.0
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\npace_write_latency_ms = {pace_ms}\n'
-                         "pace_probe_interval = 0.5\n")
-    purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", "s3", "--yes", "--json",
+                         f"pace_latency_increase = {increase}\npace_probe_interval = 0.5\n")
+    purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", args.method, "--yes", "--json",
                         "--config", str(purge_cfg), *_cluster_flags(info)])
     out = workdir / f"verify-{mode}-{n}.json"
     argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info), "--baseline", str(args.baseline),
@@ -93,10 +96,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--objects", type=int, default=4000, help="objects in each victim bucket")
     p.add_argument("--rate", type=float, default=40.0, help="ingest PUT/s (open loop)")
-    p.add_argument("--target-ms", type=float, default=20.0, help="purge.pace_write_latency_ms when paced")
+    p.add_argument("--target-ms", type=float, default=20.0, help="purge.pace_write_latency_ms when paced (0: none)")
+    p.add_argument("--increase", type=float, default=0.0, help="purge.pace_latency_increase when paced")
     p.add_argument("--baseline", type=float, default=30.0)
     p.add_argument("--window", type=float, default=30.0)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     args = p.parse_args()
 
     from integration.cluster import ContainerCluster, external_from_env
@@ -118,7 +123,7 @@ def main() -> None:
         summary[mode] = {"verdicts": [x["verdict"] for x in mine],
                          "median_p99_change": round(statistics.median(changes), 3) if changes else None,
                          "median_purge_s": statistics.median(x["purge_s"] for x in mine if x["purge_s"] is not None)}
-    print(json.dumps({"objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
+    print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms, "increase": args.increase,
                       "summary": summary, "runs": rows}, indent=1))
 
 

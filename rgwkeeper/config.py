@@ -187,9 +187,14 @@ class PurgeSection:
         21600.0, "Seconds radosgw-admin bucket rm, lc process and gc process may run before they are killed.",
         min=60.0, max=604800.0)
     pace_write_latency_ms: float = opt(
-        0.0, "Target client write latency, milliseconds, measured by a 4 KiB probe write to the data pool "
-        "every pace_probe_interval: above it the purge halves its concurrency, below 80% of it it speeds up "
-        "again. 0: no pacing.", min=0.0, max=60000.0)
+        0.0, "Target client write latency, milliseconds, measured by a probe every pace_probe_interval (a "
+        "4 KiB write to the data pool, then an S3 HeadBucket): above it the purge halves its concurrency, at or "
+        "below it it speeds up by a quarter; below one request in flight it pauses between requests. "
+        "0: no absolute target.", min=0.0, max=60000.0)
+    pace_latency_increase: float = opt(
+        0.0, "Pacing relative to the cluster's own load: before its first change the purge times nine "
+        "probes, and the target is their median times (1 + this), e.g. 0.3 for 30% slower writes at most. "
+        "With pace_write_latency_ms also set, the lower target wins. 0: off.", min=0.0, max=100.0)
     pace_probe_interval: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
@@ -270,6 +275,10 @@ class LoadgenSection:
     block: int = opt(
         5, "Verdict: seconds per block of the moving-block bootstrap (per-second rates are "
         "correlated over about this long).", min=1, max=600)
+    slow_seconds_alpha: float = opt(
+        0.05, "Verdict: a window FAILs when this many of its seconds are slower (p99) than the baseline's "
+        "slowest second by more than max_p99_increase that windows alike would show it with a probability "
+        "below this (a rank test: catches a disturbance shorter than the window).", min=0.0001, max=0.5)
     confidence: float = opt(
         0.95, "Verdict: confidence level of the bootstrap intervals.", min=0.5, max=0.999)
     resamples: int = opt(

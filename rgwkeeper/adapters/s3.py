@@ -182,9 +182,10 @@ class S3Adapter:
         out = self._call(f"GetBucketVersioning {bucket}", self.client.get_bucket_versioning, Bucket=bucket)
         return out.get("Status", "")
 
-    def head_object(self, bucket: str, key: str) -> dict[str, Any] | None:
+    def head_object(self, bucket: str, key: str, version_id: str | None = None) -> dict[str, Any] | None:
         validate_bucket(bucket)
+        extra = {"VersionId": version_id} if version_id else {}
         try:
-            return self._call(f"HeadObject {bucket}", self.client.head_object, Bucket=bucket, Key=key)
+            return self._call(f"HeadObject {bucket}", self.client.head_object, Bucket=bucket, Key=key, **extra)
         except NotFound:
             return None

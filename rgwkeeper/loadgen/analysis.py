@@ -18,6 +18,17 @@ verdict). Each metric is expressed so that larger is worse, and judged against i
 - INCONCLUSIVE otherwise: the interval straddles the limit, i.e. the baseline noise is too
   large to tell; the verdict says so rather than PASS.
 
+A disturbance shorter than the window (a purge of a few seconds in a 20 s window) moves the
+window's p99 but the bootstrap, which resamples the window's seconds, sees it in some resamples
+and not in others: the interval straddles the limit. So each operation also gets a *slow
+seconds* check, a rank test on per-second p99: count the window's seconds slower than the
+baseline's slowest second by more than ``max_p99_increase``. If the windows were alike (their
+seconds exchangeable), the chance that the k slowest seconds of both all fall in the window is
+C(M,k)/C(N+M,k) for N baseline and M window seconds; below ``slow_seconds_alpha`` it FAILs
+(20 s windows: 5 such seconds, p = 0.024), otherwise it passes. Seconds are correlated, which
+makes that p optimistic; requiring each counted second to be past the limit against the
+baseline's *worst* second is the guard.
+
 The run as a whole is INCONCLUSIVE, without judging, when a window is too short, has no
 successful request, the baseline had errors, or the baseline's own per-second CV is above
 ``max_baseline_cv`` ("baseline too noisy").
@@ -248,6 +259,7 @@ class Tolerances:
     min_window_s: float = 10.0
     min_op_samples: int = 200
     block_s: int = 5
+    slow_seconds_alpha: float = 0.05
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
@@ -405,6 +417,10 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
                               f"{op} p99 {b99 / 1000:.1f} ms -> {c99 / 1000:.1f} ms: {_pct(est)} "
                               f"(CI {_pct(lo)} to {_pct(hi)}; limit +{tol.max_p99_increase:.0%})"))
 
+        slow = slow_seconds_check(op, bh, ch, tol)
+        if slow is not None:
+            v.checks.append(slow)
+
     outcomes = {c.outcome for c in v.checks}
     v.outcome = FAIL if FAIL in outcomes else INCONCLUSIVE if INCONCLUSIVE in outcomes else PASS
     lead = [c.text for c in v.checks if c.outcome == v.outcome] if v.outcome != PASS else []
@@ -412,6 +428,29 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
         lead = [f"cannot tell from baseline noise: {t}" for t in lead]
     v.reasons = lead + v.reasons
     return v
+
+
+#: A second with fewer requests of an operation than this has no per-second p99 of its own.
+SLOW_SECOND_MIN_REQUESTS = 5
+
+
+def slow_seconds_check(op: str, bh: np.ndarray, ch: np.ndarray, tol: Tolerances) -> Check | None:
+    """The rank test of the module doc on per-second p99 of ``op`` (None: too few seconds)."""
+    b = percentile_from_hist(bh[bh.sum(axis=1) >= SLOW_SECOND_MIN_REQUESTS], 99)
+    c = percentile_from_hist(ch[ch.sum(axis=1) >= SLOW_SECOND_MIN_REQUESTS], 99)
+    n, m = len(b), len(c)
+    if n < 2 or m < 2:
+        return None
+    worst = float(b.max())
+    threshold = worst * (1 + tol.max_p99_increase)
+    k = int((c > threshold).sum())
+    p = math.comb(m, k) / math.comb(n + m, k)
+    outcome = FAIL if p < tol.slow_seconds_alpha else PASS
+    return Check(f"slow_seconds_{op}", outcome, float(k), None, None, tol.slow_seconds_alpha,
+                 worst / 1000, float(c.max()) / 1000, "seconds",
+                 f"{op}: {k} of {m} seconds with p99 over {threshold / 1000:.1f} ms (the baseline's slowest "
+                 f"second {worst / 1000:.1f} ms +{tol.max_p99_increase:.0%}); p = {p:.3f} if the windows were "
+                 f"alike (limit {tol.slow_seconds_alpha:g})")
 
 
 def _boot_percentile(hist: np.ndarray, idx: np.ndarray, q: float, chunk: int = 200) -> np.ndarray:

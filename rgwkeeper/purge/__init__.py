@@ -83,6 +83,7 @@ def tuning_from(purge_cfg: Any) -> Tuning:
 
 def settings_from(purge_cfg: Any) -> Settings:
     return Settings(pace_write_latency_s=purge_cfg.pace_write_latency_ms / 1000.0,
+                    pace_latency_increase=purge_cfg.pace_latency_increase,
                     pace_probe_interval_s=purge_cfg.pace_probe_interval,
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
                     rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,

@@ -348,13 +348,21 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         "copies elsewhere are kept and named), no GC entries left, owner's stats synced"
         if r.whole_bucket else ": nothing matching left under the prefix (objects, versions, uploads)"),
         calls=_verify_calls(p, r), params={**scope, "whole_bucket": r.whole_bucket})
+    # An age or size filter decided from the listing: a key written again since then (unversioned,
+    # or the "null" version of a suspended bucket) is another object, which the filter may not
+    # match. Each such key is HEADed again right before its batch (RGW's lifecycle re-checks the
+    # mtime the same way); a listed version id of a versioned bucket names immutable data.
+    filtered = cutoff is not None or r.larger_than is not None or r.smaller_than is not None
     s3_delete = Step(
         "delete_objects",
         f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
         + (" (every version and delete marker)" if p.versioning != "off" else ""),
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
+               *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
+                    "listed so): a key rewritten since the listing, now newer or another size, is kept",)
+                 if filtered else ()),
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
-        params={**scope, "strategy": "s3", "versions": p.versioning != "off"})
+        params={**scope, "strategy": "s3", "versions": p.versioning != "off", "recheck": filtered})
     delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then, at "
                          "the same time, resync the owner's stats (DeleteBucket leaves them as they were) and "
                          "process GC including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so "

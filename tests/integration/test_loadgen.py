@@ -3,15 +3,18 @@
 - a fixed-rate run holds its target rate (50 req/s of 4 KiB PUT: this box sustains 150+);
 - RGW stopped for 2 s (SIGSTOP inside the container) shows in the latency measured from the
   intended start, in every request it delayed, where service time shows only a few;
-- the verdict: PASS for a quiet window and FAIL for an unpaced purge run as the maintenance
-  (open loop at 30 req/s); a deep-scrub storm runs through librados and is judged;
+- the verdict: PASS for a quiet window (open loop at 30 req/s) and FAIL for an unpaced purge
+  of 4,000 objects run as the maintenance (40 req/s); a deep-scrub storm runs through librados
+  and is judged;
 - the same seed writes the same keys, sizes and bytes.
 
 Tolerances here are wider than the shipped defaults: this 2-core machine is shared with other
 engineers' clusters, and a quiet 20 s window of closed-loop PUT has a per-second CV of 0.15-0.3
 (the interval of a median shift is then +-15% or more; see tests/unit/test_loadgen_analysis.py
 on a recorded run). The verify tests use an open loop (its rate is steady) and tolerate p99
-doubling; an INCONCLUSIVE verdict earns one more try, the opposite verdict fails at once.
+doubling (which also sets the slow-seconds threshold: twice the baseline's slowest second).
+The quiet run: an INCONCLUSIVE verdict earns one more try, FAIL fails at once. The purge run:
+anything but FAIL earns one more try.
 """
 
 from __future__ import annotations
@@ -143,14 +146,14 @@ def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, buc
     assert s["start_lag_ms"]["max"] > 1000  # the requests queued behind the stall, counted
 
 
-def _verify(ceph_cluster, tmp_path, *maintenance, baseline=20, window=20, extra=()):
+def _verify(ceph_cluster, tmp_path, *maintenance, baseline=20, window=20, rate=30, extra=()):
     cfg = tmp_path / "rgwkeeper.toml"
     cfg.write_text(TEST_CONFIG)
     out, plot = tmp_path / "verify.json", tmp_path / "verify.png"
     argv = [sys.executable, "-m", "rgwkeeper", "verify", "--config", str(cfg), "--conf", str(ceph_cluster.conf),
             "--keyring", str(ceph_cluster.keyring), "--rgw-endpoint", ceph_cluster.rgw_endpoint,
             "--rgw-credentials", str(ceph_cluster.credentials_file), "--baseline", str(baseline),
-            "--window", str(window), "--mix", "PUT=100", "--rate", "30", "--concurrency", "64", "--out", str(out),
+            "--window", str(window), "--mix", "PUT=100", "--rate", str(rate), "--concurrency", "64", "--out", str(out),
             "--plot", str(plot), "--json", "--no-progress", "--keep", *maintenance, *extra]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode in (0, 3, 4), proc.stderr[-2000:]
@@ -228,18 +231,19 @@ def _fill(ceph_cluster, bucket: str, count: int, size: int) -> None:
 def test_verify_fails_an_unpaced_purge(ceph_cluster, tmp_path, bucket_name):
     def attempt():
         victim = f"{bucket_name[:36]}-v{uuid.uuid4().hex[:4]}"
-        _fill(ceph_cluster, victim, 2000, 4096)
-        # rgwkeeper purge --method s3 with its pacing off (purge.pace_write_latency_ms = 0, the
-        # default): DeleteObjects batches in flight compete with the PUTs for RGW's CPU. (The
-        # direct method finishes 2,000 heads in about a second, which a calm machine absorbs.)
+        _fill(ceph_cluster, victim, 4000, 4096)
+        # rgwkeeper purge --method s3 with its pacing off (the default): DeleteObjects batches in
+        # flight compete with the PUTs for RGW's CPU for 10-15 s (bench/purge_pacing.py: window
+        # p99 195-334 ms against 19-43 ms). The window is 20 s, or the purge's run time if longer.
         purge = (f"{sys.executable} -m rgwkeeper purge {victim} --method s3 --yes --conf {ceph_cluster.conf} "
                  f"--keyring {ceph_cluster.keyring} --rgw-endpoint {ceph_cluster.rgw_endpoint} "
                  f"--rgw-credentials {ceph_cluster.credentials_file}")
-        # The window is 20 s, or the purge's run time if longer (up to 40 s: then it is killed,
-        # and the window, which had the purge running throughout, is judged all the same).
         return _verify(ceph_cluster, tmp_path, "--maintenance-cmd", purge, "--bucket-prefix", bucket_name,
-                       extra=("--maintenance-timeout", "40"))
+                       rate=40, extra=("--maintenance-timeout", "60"))
 
+    # A disturbance shorter than the window used to come out INCONCLUSIVE (the bootstrap of the
+    # window's p99 sees it in some resamples only); the slow-seconds rank test judges it. Other
+    # clusters share this machine, so a run that is not FAIL gets one more try.
     seen = []
     for _ in range(2):
         rc, result = attempt()
@@ -247,16 +251,13 @@ def test_verify_fails_an_unpaced_purge(ceph_cluster, tmp_path, bucket_name):
         if result["verdict"]["outcome"] == "FAIL":
             break
     else:
-        # Measured under load it FAILs (p99 +108% to +273%); on a calm machine the same purge
-        # can leave 30 PUT/s undisturbed, and then PASS is the honest verdict. Report it as a
-        # gap rather than a pass.
-        pytest.xfail(f"the unpaced purge did not disturb ingest measurably here: {seen}")
+        pytest.fail(f"an unpaced purge of 4,000 objects was not judged FAIL in 2 runs: {seen}")
     print(f"unpaced purge verdict: {_describe(result)}")
     assert rc == 3
     assert result["events"][0]["kind"] == "maintenance-start"
     assert result["events"][-1]["kind"] == "maintenance-end"
     failed = {c["name"] for c in result["verdict"]["checks"] if c["outcome"] == "FAIL"}
-    assert failed & {"median_ops_drop", "p99_increase_PUT", "cv_increase"}
+    assert failed & {"median_ops_drop", "p99_increase_PUT", "cv_increase", "slow_seconds_PUT"}
 
 
 @pytest.fixture

@@ -317,7 +317,8 @@ class FakeS3:
                 self.w.s3_delete(o["Key"])
         return errors
 
-    def head_object(self, bucket: str, key: str) -> dict[str, Any] | None:
+    def head_object(self, bucket: str, key: str, version_id: str | None = None) -> dict[str, Any] | None:
+        assert version_id in (None, "null"), f"this world has no versions: HeadObject {key} {version_id}"
         self._bucket(bucket, "HeadObject")
         self._up("HeadObject")
         self.w.log.append(f"S3 HeadObject {key}")

@@ -103,3 +103,21 @@ def test_exit_codes_from_ctx_exit_are_kept():
         ctx.exit(3)
 
     assert run_cli(g, ["three"]) == 3
+
+
+def test_every_command_resolves_and_purge_imports_no_load_generator():
+    import click
+
+    from rgwkeeper.cli.main import COMMANDS
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        assert cli.get_command(ctx, name).name == name
+    assert cli.get_command(ctx, "no-such") is None
+    # A purge started during ingest must not first import numpy, matplotlib and apscheduler
+    # (a fresh interpreter: this one has imported everything already).
+    code = ("import sys; from rgwkeeper.cli.main import cli; import click; "
+            "cli.get_command(click.Context(cli), 'purge'); "
+            "print(sorted(m for m in ('numpy', 'matplotlib', 'apscheduler', 'hdrh') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -164,7 +164,8 @@ def test_judge_rule():
 def test_quiet_windows_pass():
     v = verdict_of(noisy_rates(200, 0.05, 30, 1), noisy_rates(200, 0.05, 30, 2))
     assert v.outcome == A.PASS, v.reasons
-    assert {c.name for c in v.checks} == {"errors", "median_ops_drop", "cv_increase", "p99_increase_PUT"}
+    assert {c.name for c in v.checks} == {"errors", "median_ops_drop", "cv_increase", "p99_increase_PUT",
+                                          "slow_seconds_PUT"}
     drop = next(c for c in v.checks if c.name == "median_ops_drop")
     assert drop.low < 0.0 < drop.high < TOL.max_rate_drop
 
@@ -242,3 +243,27 @@ def test_recorded_quiet_run_compared_with_itself_and_with_a_slowed_copy():
     assert A.compare(series, window, slowed, window, wide).outcome == A.FAIL
     with pytest.raises(ValueError):
         A.load_result({"rgwkeeper_loadgen": 99}, "x")
+
+
+def test_a_spike_shorter_than_the_window_fails_the_slow_seconds_check():
+    """5 of 20 seconds at 10x the latency: the window's p99 interval straddles the limit (the
+    bootstrap sees the spike in some resamples only), the rank test does not."""
+    base = synth([40] * 20, median_ms=15.0, seed=3)
+    calm = [synth([40] * 7, start_s=20, median_ms=15.0, seed=4), synth([40] * 8, start_s=32, median_ms=15.0, seed=5)]
+    spike = synth([40] * 5, start_s=27, median_ms=150.0, seed=6)
+    series = A.per_second(np.concatenate([base, *calm, spike]), 40)
+    v = A.compare(series, A.Window("baseline", 0, 20), series, A.Window("maintenance", 20, 40), TOL)
+    slow = next(c for c in v.checks if c.name == "slow_seconds_PUT")
+    assert slow.outcome == A.FAIL and slow.estimate == 5
+    assert "p = 0.024" in slow.text  # C(20,5) / C(40,5)
+    assert v.outcome == A.FAIL and any("5 of 20 seconds" in r for r in v.reasons)
+
+
+def test_slow_seconds_needs_seconds_with_enough_requests():
+    tol = A.Tolerances(min_window_s=2, min_op_samples=1)
+    sparse = A.per_second(synth([2] * 20, median_ms=15.0), 20)
+    bh = sparse.ops["PUT"].hist
+    assert A.slow_seconds_check("PUT", bh[:10], bh[10:], tol) is None  # 2 requests a second: no p99 of its own
+    dense = A.per_second(synth([40] * 20, median_ms=15.0), 20).ops["PUT"].hist
+    same = A.slow_seconds_check("PUT", dense[:10], dense[:10], tol)
+    assert same.outcome == A.PASS and same.estimate == 0 and "p = 1.000" in same.text

@@ -210,6 +210,35 @@ def test_prefix_and_age_purge_deletes_exactly_the_matching_objects(tmp_path):
     assert report.counters["objects_deleted"] == 2
 
 
+def test_an_age_filtered_purge_keeps_a_key_written_again_after_the_listing(tmp_path):
+    import datetime
+
+    w = World(extra_plain=6)
+    old = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    for key in ("extra/00000", "extra/00001", "extra/00002"):
+        w.index[key]["LastModified"] = old
+    w.rewrite_on_head = {"extra/00001"}  # a client PUTs it again between the listing and the delete
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", older_than_s=86400))
+    assert any(c.startswith("S3 HeadObject") for c in p.steps[1].calls)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert "extra/00000" not in w.index and "extra/00002" not in w.index
+    assert "extra/00001" in w.index  # the new data is not older than a day: kept
+    assert report.counters["objects_deleted"] == 2 and report.counters["kept_rewritten"] == 1
+    heads = [i for i, line in enumerate(w.log) if line.startswith("S3 HeadObject")]
+    deletes = [i for i, line in enumerate(w.log) if line.startswith("S3 DeleteObjects")]
+    assert len(heads) == 3 and max(heads) < min(deletes)  # every match HEADed right before its batch
+
+
+def test_an_unfiltered_prefix_purge_sends_no_heads(tmp_path):
+    w = World(extra_plain=6)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/"))
+    assert not any(c.startswith("S3 HeadObject") for c in p.steps[1].calls)
+    report = run(p, io, cp)
+    assert report.ok and not any(k.startswith("extra/") for k in w.index)
+    assert not any(line.startswith("S3 HeadObject") for line in w.log)
+
+
 def test_lifecycle_method_runs_the_rule_and_restores_the_previous_ones(tmp_path):
     w = World(extra_plain=3).as_release("reef", "18.2.4")
     w.lifecycle = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
@@ -366,6 +395,25 @@ def test_pacing_narrows_the_rados_window_when_probes_are_slow(tmp_path):
     assert report.ok
     assert report.pacing["min_concurrency_fraction"] < 1.0 and report.pacing["max_probe_ms"] == 500.0
     assert min(bulks_data.windows) < 256
+
+
+@pytest.mark.parametrize("absolute_s, expect_ms", [(0.0, 30.0), (0.025, 25.0)])
+def test_relative_pacing_targets_the_probe_before_the_purge(tmp_path, absolute_s, expect_ms):
+    w = World(extra_plain=10, page_size=10)
+    p, io, cp, _ = make(w, tmp_path)
+    clock = [0.0]
+
+    async def probe(oid, data):
+        clock[0] += 0.020  # a probe write costs 20 ms before and during the purge
+
+    io.bulk(DATA).write_full = probe  # type: ignore[method-assign]
+    settings = Settings(pace_write_latency_s=absolute_s, pace_latency_increase=0.5, pace_probe_interval_s=0.0,
+                        checkpoint_interval_s=0)
+    report = asyncio.run(PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=settings,
+                                       clock=lambda: clock[0]).run())
+    assert report.ok
+    assert report.pacing["before_probe_ms"] == 20.0 and report.pacing["target_ms"] == expect_ms
+    assert report.pacing["samples"] >= 1
 
 
 def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, monkeypatch):
