@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import signal
 import socket
@@ -38,6 +37,7 @@ from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.executor import Executor, NotLeader
 from rgwkeeper.journal import LEADER_OBJECT, Journal
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
+from rgwkeeper.locks import try_flock
 from rgwkeeper.observe import Adapters, snapshot
 from rgwkeeper.policy.scrub import ThrottleMemory
 
@@ -83,16 +83,10 @@ def instance_lock(state_dir: Path, instance_id: str) -> int:
     """One daemon per instance id on this host; it also proves a predecessor is dead."""
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir / f"{instance_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        return try_flock(state_dir / f"{instance_id}.lock",
+                         f"another rgwkeeper daemon with instance id {instance_id!r} runs on this host")
     except OSError as exc:
         raise UsageError(f"cannot use daemon.state_dir {state_dir}: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise UsageError(f"another rgwkeeper daemon with instance id {instance_id!r} runs on this host "
-                         f"(lock {state_dir / (instance_id + '.lock')})") from None
-    return fd
 
 
 def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:

@@ -10,7 +10,6 @@ running at once on this host.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rgwkeeper.errors import UsageError
+from rgwkeeper.locks import try_flock
 
 FORMAT = 1
 
@@ -93,15 +93,7 @@ class Checkpoint:
 
     # -- one purge at a time ----------------------------------------------------------------
     def lock(self) -> None:
-        lock_path = self.lock_path
-        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UsageError(f"another rgwkeeper purge of this bucket is running on this host "
-                             f"(lock {lock_path})") from None
-        self._lock_fd = fd
+        self._lock_fd = try_flock(self.lock_path, "another rgwkeeper purge of this bucket is running on this host")
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
