@@ -228,7 +228,7 @@ class PurgeExecutor:
         samples = []
         for _ in range(BEFORE_PROBES):
             t0 = self.clock()
-            await probe_once()
+            await self._retry("pacing probe", probe_once)  # RGW restarting: wait like every call
             samples.append(self.clock() - t0)
             await asyncio.sleep(BEFORE_PROBE_GAP_S)
         before = self._before_probe_s = statistics.median(samples)
@@ -492,9 +492,10 @@ class PurgeExecutor:
         return others
 
     async def _recheck(self, chunk: list[dict[str, Any]], params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The entries of ``chunk`` that still are what the listing showed: each key that can be
-        written again in place (no version id, or "null") is HEADed; one that is gone, has another
-        ETag or no longer matches the filter is left alone and counted as ``kept_rewritten``."""
+        """The entries of ``chunk`` that still match the filter: each key that can be written
+        again in place (no version id, or "null") is HEADed; one that is gone or no longer
+        matches (written again since the listing: newer, another size) is left alone and
+        counted as ``kept_rewritten``."""
         b = self.plan.profile.bucket
         slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)
 
@@ -503,7 +504,10 @@ class PurgeExecutor:
                 return True  # a listed version id names immutable data (a marker has none to HEAD)
             async with slots:
                 head = await self._s3("HeadObject", self.io.s3.head_object, b, e["Key"], e.get("VersionId"))
-            return head is not None and head.get("ETag") == e.get("ETag") and _matches(
+            # The object as it is now decides, not its ETag: one written again that still
+            # matches (a size filter) is what the purge was asked to delete; the verify step
+            # would find it left behind otherwise.
+            return head is not None and _matches(
                 {"LastModified": head["LastModified"], "Size": head.get("ContentLength")}, params)
 
         keep = await asyncio.gather(*(still(e) for e in chunk))

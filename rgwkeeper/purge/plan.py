@@ -359,7 +359,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         + (" (every version and delete marker)" if p.versioning != "off" else ""),
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
-                    "listed so): a key rewritten since the listing, now newer or another size, is kept",)
+                    "listed so): a key written again since the listing that no longer matches (newer, another size) is kept",)
                  if filtered else ()),
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
         params={**scope, "strategy": "s3", "versions": p.versioning != "off", "recheck": filtered})

@@ -230,6 +230,17 @@ def test_an_age_filtered_purge_keeps_a_key_written_again_after_the_listing(tmp_p
     assert len(heads) == 3 and max(heads) < min(deletes)  # every match HEADed right before its batch
 
 
+def test_a_key_written_again_that_still_matches_a_size_filter_is_deleted(tmp_path):
+    w = World(extra_plain=4)
+    w.rewrite_on_head = {"extra/00001"}  # new mtime, still larger than the filter: delete it
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", larger_than=1))
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert not any(k.startswith("extra/") for k in w.index)
+    assert "kept_rewritten" not in report.counters
+    assert sum(line.startswith("S3 HeadObject") for line in w.log) == 4
+
+
 def test_an_unfiltered_prefix_purge_sends_no_heads(tmp_path):
     w = World(extra_plain=6)
     p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/"))
