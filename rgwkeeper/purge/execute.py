@@ -30,7 +30,7 @@ from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
-from rgwkeeper.purge.pacing import Limiter, Pacer, probe_loop
+from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, probe_loop
 from rgwkeeper.purge.plan import Plan, Step
 
 log = structlog.get_logger("rgwkeeper.purge")
@@ -41,6 +41,7 @@ PACED_START_FRACTION = 0.01
 PACED_LIST_PAGE = 200
 RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, then may pause
 BEFORE_PROBES, BEFORE_PROBE_GAP_S = 9, 0.1  # a paced purge's first probes, before any change
+MIN_TARGET_S = 1e-4
 RECHECK_IN_FLIGHT = 16  # HEADs in flight per batch when a filtered purge re-checks its keys
 _T = TypeVar("_T")
 
@@ -149,6 +150,10 @@ class PurgeExecutor:
         self._data = io.bulk(p.data_pool) if p.data_pool else None
         n = plan.tuning.rados_ops_in_flight
         self._rados_limiter = Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock)
+        # The fraction stops where the widest path this method uses is at MIN_SHARE: halving
+        # further slows nothing and only delays recovery (S3 at 8 batches floors at 0.00625).
+        widest = n if plan.method == "direct" else plan.tuning.s3_batches_in_flight
+        self.pacer.min_fraction = min(self.pacer.fraction, MIN_SHARE / widest)
 
     def _batch_keys(self) -> int:
         """Keys per DeleteObjects: 1000, or fewer while pacing holds the purge back (one batch of
@@ -159,7 +164,7 @@ class PurgeExecutor:
 
     def _s3_limiter(self) -> Limiter:
         n = self.plan.tuning.s3_batches_in_flight
-        return Limiter(lambda: self.pacer.limit(n), share=lambda: self.pacer.share(n))
+        return Limiter(lambda: self.pacer.limit(n), share=lambda: self.pacer.share(n), clock=self.clock)
 
     async def _rados_many(self, op: Callable[..., Awaitable[list[Any]]],
                           objs: list[tuple[str, str]]) -> list[Any]:
@@ -228,10 +233,21 @@ class PurgeExecutor:
         samples = []
         for _ in range(BEFORE_PROBES):
             t0 = self.clock()
-            await self._retry("pacing probe", probe_once)  # RGW restarting: wait like every call
-            samples.append(self.clock() - t0)
+            try:
+                await probe_once()
+            except Exception as exc:  # noqa: BLE001 - e.g. a pool at its quota: pace without it
+                log.warning("purge pacing probe failed", error=str(exc))
+            else:
+                samples.append(self.clock() - t0)
             await asyncio.sleep(BEFORE_PROBE_GAP_S)
-        before = self._before_probe_s = statistics.median(samples)
+        if not samples:
+            # No reference: an absolute target still works; a relative one has nothing to be
+            # relative to, and the purge runs at its slowest pace.
+            log.warning("purge pacing: no probe answered before the purge; an absolute target is kept, "
+                        "a relative one runs the purge at its slowest pace")
+            self.pacer.target_s = self.settings.pace_write_latency_s or MIN_TARGET_S
+            return
+        before = self._before_probe_s = max(statistics.median(samples), MIN_TARGET_S)
         targets = [t for t in (self.settings.pace_write_latency_s,
                                before * (1 + self.settings.pace_latency_increase)
                                if self.settings.pace_latency_increase > 0 else 0.0) if t > 0]
@@ -245,23 +261,28 @@ class PurgeExecutor:
     async def run(self) -> PurgeReport:
         stop_probe = asyncio.Event()
         probe = None
+        probe_once: Callable[[], Awaitable[None]] | None = None
         if self.settings.paced and self._data is not None:
             probe_oid = f"rgwkeeper.purge.probe.{self.plan.plan_id}"
             data = self._data
 
-            async def probe_once() -> None:
+            async def probe_write() -> None:
                 # The OSDs' queue (a RADOS write) and RGW's (an S3 request), timed together.
                 # Measured: a RADOS probe alone stayed under a 20 ms target while an S3 purge
                 # took ingest PUT p99 from 21 to 120-290 ms (RGW's CPU was the shared part).
                 await data.write_full(probe_oid, PROBE_BYTES)
                 await asyncio.to_thread(self.io.s3.bucket_exists, self.plan.profile.bucket)
 
-            await self._pace_target(probe_once)
-            probe = asyncio.create_task(probe_loop(
-                self.pacer, probe_once, interval_s=self.settings.pace_probe_interval_s, stop=stop_probe,
-                clock=self.clock))
+            probe_once = probe_write
+
         checks: list[Check] = []
         try:
+            if probe_once is not None:
+                # Inside the try: an interrupt here still removes the probe object and saves state.
+                await self._pace_target(probe_once)
+                probe = asyncio.create_task(probe_loop(
+                    self.pacer, probe_once, interval_s=self.settings.pace_probe_interval_s, stop=stop_probe,
+                    clock=self.clock))
             for i in range(self.state.step, len(self.plan.steps)):
                 step = self.plan.steps[i]
                 self._step_name = step.kind
@@ -291,6 +312,7 @@ class PurgeExecutor:
             stop_probe.set()
             if probe is not None:
                 await asyncio.gather(probe, return_exceptions=True)
+            if probe_once is not None:
                 await self._data.remove(f"rgwkeeper.purge.probe.{self.plan.plan_id}")  # type: ignore[union-attr]
         end = self.clock()
         report = PurgeReport(
@@ -302,7 +324,7 @@ class PurgeExecutor:
                     "before_probe_ms": round(self._before_probe_s * 1000, 2) if self._before_probe_s else None,
                     "samples": len(self.pacer.samples),
                     "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
-                    "min_concurrency_fraction": round(self.pacer.min_fraction_seen, 3)},
+                    "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}")},
             step_s=dict(self._step_s))
         self.state.status = "done" if report.ok else "failed"
         if not report.ok:

@@ -54,7 +54,7 @@ class Pacer:
         self.min_fraction_seen = min(self.min_fraction_seen, self.fraction)
         if self.fraction != before:
             log.debug("purge pacing", latency_ms=round(self.smoothed_s * 1000, 2),
-                     target_ms=round(self.target_s * 1000, 2), fraction=round(self.fraction, 3))
+                     target_ms=round(self.target_s * 1000, 2), fraction=float(f"{self.fraction:.3g}"))
 
     def limit(self, configured: int) -> int:
         return max(1, int(configured * self.fraction))

@@ -16,7 +16,7 @@ from rgwkeeper.purge import CheckpointStore, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import PurgeExecutor, PurgeFailed, Settings
-from rgwkeeper.purge.pacing import Limiter, Pacer
+from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer
 from rgwkeeper.purge.plan import PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
@@ -343,6 +343,20 @@ def test_pacer_halves_above_the_target_and_recovers_below_it():
     assert off.fraction == 1.0 and off.limit(8) == 8
 
 
+def test_pacer_share_duty_and_floor():
+    pacer = Pacer(target_s=0.010, fraction=0.01, min_fraction=MIN_SHARE / 256)
+    assert pacer.limit(256) == 2 and pacer.duty(256) == 1.0  # 2.56 wanted: 2 in flight, no pause
+    assert pacer.share(8) == pytest.approx(0.08) and pacer.duty(8) == pytest.approx(0.08)  # S3: pauses
+    for t in range(20):
+        pacer.observe(0.050, t)
+    assert pacer.fraction == MIN_SHARE / 256  # stops at the floor, never below
+    assert pacer.limit(256) == 1 and pacer.duty(256) == pytest.approx(MIN_SHARE)
+    assert pacer.share(8) == MIN_SHARE  # S3 is held at the same floor
+    for t in (20, 21, 22):  # the moving average needs three fast probes to come below 10 ms
+        pacer.observe(0.001, t)
+    assert pacer.fraction == pytest.approx(MIN_SHARE / 256 * 1.25)  # then grows again, x1.25
+
+
 def test_limiter_follows_a_changing_limit():
     async def scenario():
         limit = [2]
@@ -404,8 +418,10 @@ def test_pacing_narrows_the_rados_window_when_probes_are_slow(tmp_path):
                        clock=lambda: clock[0])
     report = asyncio.run(ex.run())
     assert report.ok
-    assert report.pacing["min_concurrency_fraction"] < 1.0 and report.pacing["max_probe_ms"] == 500.0
-    assert min(bulks_data.windows) < 256
+    assert report.pacing["max_probe_ms"] == 500.0
+    # Below where it started (1% of 256: a window of 2), down to its floor of one op at 5%.
+    assert report.pacing["min_concurrency_fraction"] == pytest.approx(MIN_SHARE / 256, rel=0.01)
+    assert max(bulks_data.windows) <= 2 and min(bulks_data.windows) == 1
 
 
 @pytest.mark.parametrize("absolute_s, expect_ms", [(0.0, 30.0), (0.025, 25.0)])
@@ -425,6 +441,23 @@ def test_relative_pacing_targets_the_probe_before_the_purge(tmp_path, absolute_s
     assert report.ok
     assert report.pacing["before_probe_ms"] == 20.0 and report.pacing["target_ms"] == expect_ms
     assert report.pacing["samples"] >= 1
+
+
+def test_a_probe_that_fails_before_the_purge_does_not_stop_it(tmp_path):
+    from rgwkeeper.errors import CephError
+
+    w = World(extra_plain=10, page_size=10)
+    p, io, cp, _ = make(w, tmp_path)
+
+    async def quota_full(oid, data):
+        raise CephError("data pool write", "EDQUOT", ret=-122)
+
+    io.bulk(DATA).write_full = quota_full  # type: ignore[method-assign]
+    settings = Settings(pace_write_latency_s=0.05, pace_latency_increase=0.3, pace_probe_interval_s=0.0,
+                        checkpoint_interval_s=0)
+    report = asyncio.run(PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=settings).run())
+    assert report.ok and not w.exists
+    assert report.pacing["before_probe_ms"] is None and report.pacing["target_ms"] == 50.0  # the absolute one
 
 
 def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, monkeypatch):
