@@ -30,7 +30,7 @@ from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
-from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, probe_loop
+from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, probe_loop, time_probe
 from rgwkeeper.purge.plan import Plan, Step
 
 log = structlog.get_logger("rgwkeeper.purge")
@@ -232,13 +232,9 @@ class PurgeExecutor:
         absolute ``pace_write_latency_ms`` below it means the purge will crawl at its floor."""
         samples = []
         for _ in range(BEFORE_PROBES):
-            t0 = self.clock()
-            try:
-                await probe_once()
-            except Exception as exc:  # noqa: BLE001 - e.g. a pool at its quota: pace without it
-                log.warning("purge pacing probe failed", error=str(exc))
-            else:
-                samples.append(self.clock() - t0)
+            took = await time_probe(probe_once, self.clock)
+            if took is not None:
+                samples.append(took)
             await asyncio.sleep(BEFORE_PROBE_GAP_S)
         if not samples:
             # No reference: an absolute target still works; a relative one has nothing to be

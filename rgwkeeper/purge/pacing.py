@@ -120,18 +120,25 @@ class Limiter:
             await self._cond.wait_for(lambda: self._in_flight == 0)
 
 
+async def time_probe(write: Callable[[], Awaitable[None]],
+                     clock: Callable[[], float] = time.monotonic) -> float | None:
+    """Seconds one probe took, or None if it failed (logged; never a reason to stop a purge)."""
+    t0 = clock()
+    try:
+        await write()
+    except Exception as exc:  # noqa: BLE001 - e.g. a pool at its quota
+        log.warning("purge pacing probe failed", error=str(exc))
+        return None
+    return clock() - t0
+
+
 async def probe_loop(pacer: Pacer, write: Callable[[], Awaitable[None]], *, interval_s: float,
                      stop: asyncio.Event, clock: Callable[[], float] = time.monotonic) -> None:
-    """Time one probe write every ``interval_s`` until ``stop`` is set."""
+    """Time one probe write every ``interval_s`` until ``stop`` is set; a failed probe counts as
+    a slow one."""
     while not stop.is_set():
-        t0 = clock()
-        try:
-            await write()
-        except Exception as exc:  # noqa: BLE001 - a failed probe is a slow one, not a reason to stop
-            log.warning("purge pacing probe failed", error=str(exc))
-            pacer.observe(max(pacer.target_s * 2, 1.0), clock())
-        else:
-            pacer.observe(clock() - t0, clock())
+        took = await time_probe(write, clock)
+        pacer.observe(max(pacer.target_s * 2, 1.0) if took is None else took, clock())
         try:
             await asyncio.wait_for(stop.wait(), interval_s)
         except asyncio.TimeoutError:
