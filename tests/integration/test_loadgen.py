@@ -13,7 +13,8 @@ engineers' clusters, and a quiet 20 s window of closed-loop PUT has a per-second
 (the interval of a median shift is then +-15% or more; see tests/unit/test_loadgen_analysis.py
 on a recorded run). The verify tests use an open loop (its rate is steady) and tolerate p99
 doubling (which also sets the slow-seconds threshold: twice the baseline's slowest second).
-The quiet run: an INCONCLUSIVE verdict earns one more try, FAIL fails at once. The purge run:
+The quiet run: INCONCLUSIVE earns another try, and so does FAIL in a window during which PGs
+were scrubbed (not a control run); FAIL in a window without scrubs fails at once. The purge run:
 anything but FAIL earns one more try.
 """
 
@@ -168,24 +169,6 @@ def _describe(result):
     return f"{v['outcome']}: " + "; ".join(c["text"] for c in v["checks"]) + " | " + "; ".join(v["reasons"])
 
 
-def _verify_until(expected, attempts, run):
-    """Run ``run()`` until the verdict is ``expected``, at most ``attempts`` times.
-
-    Only INCONCLUSIVE earns another try (other clusters share this machine and move p99 between
-    windows); the opposite verdict fails at once.
-    """
-    opposite = {"PASS": "FAIL", "FAIL": "PASS"}[expected]
-    seen = []
-    for _ in range(attempts):
-        rc, result = run()
-        outcome = result["verdict"]["outcome"]
-        seen.append(_describe(result))
-        assert outcome != opposite, seen
-        if outcome == expected:
-            return rc, result
-    pytest.fail(f"no {expected} in {attempts} runs: {seen}")
-
-
 def _wait_no_scrubbing(ceph_cluster, timeout=180.0):
     """A quiet control run needs a quiet cluster: deep scrubs the daemon tests requested can
     still be running (CI: a "quiet" window judged FAIL, PUT p99 14.7 -> 52.3 ms, right after
@@ -200,11 +183,42 @@ def _wait_no_scrubbing(ceph_cluster, timeout=180.0):
         time.sleep(2)
 
 
+def _scrub_activity(ceph_cluster, before):
+    """PGs scrubbed since ``before`` (stamps changed) or scrubbing now. PGs of pools created
+    since (the first PUT creates RGW's data pools) have no earlier stamps and do not count."""
+    now = _scrub_stamps(ceph_cluster)
+    states = ceph_cluster.ceph("pg", "stat")["pg_summary"]["num_pg_by_state"]
+    running = sum(s["num"] for s in states if "scrubbing" in s["name"])
+    return sum(now[pg] != before[pg] for pg in now if pg in before) + running
+
+
+def _scrub_stamps(ceph_cluster):
+    pgs = ceph_cluster.ceph("pg", "dump", "pgs")
+    pgs = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
+    return {p["pgid"]: (p["last_scrub_stamp"], p["last_deep_scrub_stamp"]) for p in pgs}
+
+
 def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
-    _wait_no_scrubbing(ceph_cluster)
-    rc, result = _verify_until("PASS", 2, lambda: _verify(ceph_cluster, tmp_path, "--maintenance", "none",
-                                                          "--bucket-prefix", bucket_name))
-    print(f"quiet verdict: {_describe(result)}")
+    """PASS for a window with no maintenance. A run is only a control run if the cluster stayed
+    quiet: deep scrubs that earlier tests requested can start after the wait (the OSD queues
+    them; CI saw a "quiet" window at PUT p99 27.7 -> 108.8 ms, +292%). So a FAIL earns another
+    try only if PGs were scrubbed during it; a FAIL in a window without scrubs fails the test,
+    and so does no PASS in three runs."""
+    seen = []
+    for _ in range(3):
+        _wait_no_scrubbing(ceph_cluster)
+        before = _scrub_stamps(ceph_cluster)
+        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance", "none", "--bucket-prefix", bucket_name)
+        scrubs = _scrub_activity(ceph_cluster, before)
+        outcome = result["verdict"]["outcome"]
+        seen.append(f"{_describe(result)} | PGs scrubbed during it: {scrubs}; "
+                    f"loadavg {Path('/proc/loadavg').read_text().split()[:3]}")
+        assert outcome != "FAIL" or scrubs, seen
+        if outcome == "PASS":
+            break
+    else:
+        pytest.fail(f"no PASS in 3 quiet runs: {seen}")
+    print(f"quiet verdict: {seen[-1]}")
     assert rc == 0
     kinds = [e["kind"] for e in result["events"]]
     assert kinds == ["maintenance-start", "maintenance-end"]
@@ -279,24 +293,18 @@ def scrub_storm_options(rados):
         rados.command({"prefix": "config rm", "who": "osd", "name": k})
 
 
-def _deep_scrub_stamps(rados):
-    pgs = rados.command({"prefix": "pg dump", "dumpcontents": ["pgs"]})
-    pgs = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
-    return {p["pgid"]: p["last_deep_scrub_stamp"] for p in pgs}
-
-
-def test_verify_runs_a_deep_scrub_storm(ceph_cluster, tmp_path, bucket_name, rados, scrub_storm_options):
+def test_verify_runs_a_deep_scrub_storm(ceph_cluster, tmp_path, bucket_name, scrub_storm_options):
     """The librados path: `osd deep-scrub all` requested every 3 s while load runs, PGs really
     deep-scrubbed, events on the plot, a verdict with its numbers. Not asserted: FAIL. With
     the test cluster's few MiB of data a storm of deep scrubs does not measurably slow 30
     PUT/s here (the unpaced purge above shows FAIL)."""
-    before = _deep_scrub_stamps(rados)
+    before = _scrub_stamps(ceph_cluster)
     rc, result = _verify(ceph_cluster, tmp_path, "--maintenance", "deep-scrub", "--scrub-every", "3",
                          "--bucket-prefix", bucket_name, baseline=10, window=12)
-    after = _deep_scrub_stamps(rados)
+    after = _scrub_stamps(ceph_cluster)
     kinds = [e["kind"] for e in result["events"]]
     assert kinds[0] == "maintenance-start" and kinds[-1] == "maintenance-end" and kinds.count("deep-scrub") >= 2
-    assert sum(after[pg] != before.get(pg) for pg in after) >= 1  # PGs were deep-scrubbed
+    assert sum(after[pg][1] != before[pg][1] for pg in after if pg in before) >= 1  # PGs deep-scrubbed
     assert result["verdict"]["outcome"] in ("PASS", "FAIL", "INCONCLUSIVE")
     assert rc == {"PASS": 0, "FAIL": 3, "INCONCLUSIVE": 4}[result["verdict"]["outcome"]]
     print(f"deep-scrub storm verdict: {_describe(result)}")
