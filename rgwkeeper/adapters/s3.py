@@ -182,6 +182,15 @@ class S3Adapter:
         out = self._call(f"GetBucketVersioning {bucket}", self.client.get_bucket_versioning, Bucket=bucket)
         return out.get("Status", "")
 
+    def get_object_tags(self, bucket: str, key: str) -> dict[str, str] | None:
+        """The current version's tag set, or None if the key is gone."""
+        validate_bucket(bucket)
+        try:
+            out = self._call(f"GetObjectTagging {bucket}", self.client.get_object_tagging, Bucket=bucket, Key=key)
+        except NotFound:
+            return None
+        return {t["Key"]: t["Value"] for t in out.get("TagSet", [])}
+
     def head_object(self, bucket: str, key: str, version_id: str | None = None) -> dict[str, Any] | None:
         validate_bucket(bucket)
         extra = {"VersionId": version_id} if version_id else {}

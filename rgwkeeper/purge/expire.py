@@ -10,11 +10,14 @@ On Pacific ``lc process --bucket`` cannot run one bucket (measured on 16.2.15: `
 is ignored, every lifecycle shard is run once and only the first bucket of each shard is
 processed; the single-bucket path came with tracker 53430, Quincy). There the parts of the
 rules that can be decided from a listing are applied now by rgwkeeper itself, as RGW's
-lifecycle would: current objects older than ``days`` lifecycle days get an S3 delete (a
-delete marker on a versioned bucket, as lifecycle expiration does), each re-checked with a
-HEAD just before (RGW's lifecycle checks the mtime again too), and incomplete uploads older
-than ``abort_multipart_days`` are aborted. Noncurrent versions, delete markers and tag
-filters are left to RGW's own lifecycle worker (its work window), and the result says so.
+lifecycle would: current objects older than ``days`` lifecycle days (and, for a rule with a
+tag filter, carrying all its tags: one GetObjectTagging per old-enough object) get an S3
+delete (a delete marker on a versioned bucket, as lifecycle expiration does), each re-checked
+with a HEAD (and its tags read again) just before, as RGW's lifecycle checks the object again
+too; incomplete uploads older than ``abort_multipart_days`` are aborted. Noncurrent versions
+and delete markers are left to RGW's own lifecycle worker (its work window), and the result
+says so. On every release the result is read back the same way: no object the rule selects
+(prefix, age, tags, size) may still be listed.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from rgwkeeper.purge.profile import BucketProfile, gather_profile
 
 def now_by_listing(rule: lc.ExpiryRule) -> list[str]:
     """The parts of a rule rgwkeeper applies from a listing where lc process cannot run one bucket."""
-    if rule.tags or rule.larger_than is not None or rule.smaller_than is not None:
-        return []  # a tag filter needs a request per object; size filters need Reef anyway
+    if rule.larger_than is not None or rule.smaller_than is not None:
+        return []  # size filters need Reef (check_release), where lc process runs one bucket
     return (["days"] if rule.days is not None else []) + \
         (["abort_multipart_days"] if rule.abort_multipart_days is not None else [])
 
@@ -83,9 +86,11 @@ class ExpirePlan:
                          "(tracker 53430)")
             for r in self.rules:
                 if "days" in now_by_listing(r):
+                    tagged = (f"carrying {', '.join(f'{k}={v}' for k, v in r.tags)} (GetObjectTagging of "
+                              "each old enough, again before its delete) ") if r.tags else ""
                     lines.append(f"  > S3 ListObjectsV2 bucket={p.bucket} prefix={r.prefix or ''!r}, then HeadObject "
                                  f"and DeleteObjects (1000 keys a request) of objects older than {r.days} "
-                                 "lifecycle day(s)")
+                                 f"lifecycle day(s) {tagged}".rstrip())
                 if "abort_multipart_days" in now_by_listing(r):
                     lines.append(f"  > S3 ListMultipartUploads bucket={p.bucket} prefix={r.prefix or ''!r}, then "
                                  f"AbortMultipartUpload of uploads started over {r.abort_multipart_days} day(s) ago")
@@ -186,11 +191,16 @@ async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: floa
         if "days" in parts:
             def still_expired(key: str, rule: lc.ExpiryRule = r) -> bool:
                 head = io.s3.head_object(b, key)  # rewritten since the listing: keep it (RGW checks too)
-                return head is not None and lc.expired(head["LastModified"].timestamp(), rule.days or 0, now,
-                                                       debug_interval_s=debug)
+                if head is None or not lc.expired(head["LastModified"].timestamp(), rule.days or 0, now,
+                                                  debug_interval_s=debug):
+                    return False
+                if not rule.tags:
+                    return True
+                tags = io.s3.get_object_tags(b, key)  # re-tagged since the listing: decide by the tags now
+                return tags is not None and rule.selects_tags(tags)
 
             def expire_current(rule: lc.ExpiryRule = r) -> tuple[int, int, int]:
-                listed = _expired_keys(io, b, rule, now, debug)
+                listed = _expired_keys(io, b, rule, now, debug, threads=head_threads)
                 with ThreadPoolExecutor(head_threads) as pool:
                     keys = [k for k, ok in zip(listed, pool.map(still_expired, listed)) if ok]
                 refused = 0
@@ -222,26 +232,31 @@ async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: floa
     return checks
 
 
-def _expired_keys(io: PurgeIO, bucket: str, rule: lc.ExpiryRule, now: float, debug: float) -> list[str]:
-    """Keys under the rule's prefix that its ``days`` expire at ``now`` (blocking: a listing)."""
-    return [o["Key"] for o in io.s3.iter_keys(bucket, rule.prefix)
-            if lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
+def _expired_keys(io: PurgeIO, bucket: str, rule: lc.ExpiryRule, now: float, debug: float,
+                  threads: int = 16) -> list[str]:
+    """Keys the rule's ``days`` expire at ``now``: under its prefix, old enough, of a size its
+    size filters pass and, with a tag filter, carrying its tags (a GetObjectTagging each, only
+    for keys old enough). Blocking: a listing."""
+    aged = [o["Key"] for o in io.s3.iter_keys(bucket, rule.prefix)
+            if rule.selects_size(o["Size"])
+            and lc.expired(o["LastModified"].timestamp(), rule.days or 0, now, debug_interval_s=debug)]
+    if not rule.tags or not aged:
+        return aged
+    with ThreadPoolExecutor(threads) as pool:
+        tags = list(pool.map(lambda k: io.s3.get_object_tags(bucket, k), aged))
+    return [k for k, t in zip(aged, tags) if t is not None and rule.selects_tags(t)]
 
 
 async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float, debug: float) -> list[Check]:
-    """Objects a plain ``days`` rule (prefix only) should have expired must be gone. Rules with
-    tag or size filters are not checked here (that needs a request per object)."""
+    """Objects a ``days`` rule should have expired (prefix, age, size and tag filters) must be gone."""
     checks = []
     for r in xp.rules:
         if r.days is None:
             continue  # no current-version expiration to look for
-        if r.tags or r.larger_than is not None or r.smaller_than is not None:
-            checks.append(Check(f"rule {r.rule_id} ran", "skipped", "tag or size filters are not re-checked"))
-            continue
-
         remaining = await asyncio.to_thread(_expired_keys, io, xp.profile.bucket, r, now, debug)
         checks.append(Check(f"rule {r.rule_id} ran", "failed" if remaining else "ok",
                             f"{len(remaining)} expired objects still listed, e.g. {remaining[0][:80]!r}"
                             if remaining else f"no object older than {r.days} lifecycle day(s) left under "
-                            f"{r.prefix or 'the bucket'}" + (f" (a day is {debug:g} s here)" if debug else "")))
+                            f"{r.prefix or 'the bucket'}" + "".join(f" with {k}={v}" for k, v in r.tags)
+                            + (f" (a day is {debug:g} s here)" if debug else "")))
     return checks

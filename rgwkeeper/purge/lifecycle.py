@@ -72,6 +72,15 @@ class ExpiryRule:
             acts.append(f"abort uploads after {self.abort_multipart_days} d")
         return f"{', '.join(parts)}: {', '.join(acts)}"
 
+    def selects_size(self, size: int) -> bool:
+        """The rule's size filters (S3: strictly greater / strictly less than) pass ``size``."""
+        return ((self.larger_than is None or size > self.larger_than)
+                and (self.smaller_than is None or size < self.smaller_than))
+
+    def selects_tags(self, tags: Mapping[str, str]) -> bool:
+        """The object carries every tag of the rule's filter (S3 And: all of them, exact values)."""
+        return all(tags.get(k) == v for k, v in self.tags)
+
     def _filter(self) -> dict[str, Any]:
         conds: dict[str, Any] = {}
         if self.prefix:
@@ -182,17 +191,38 @@ def matching_rules(rules: list[ExpiryRule], bucket: str) -> list[ExpiryRule]:
     return [r for r in rules if fnmatch.fnmatchcase(bucket, r.bucket)]
 
 
+def s3_filter(f: Mapping[str, Any]) -> dict[str, Any]:
+    """A rule's Filter as S3 spells it, tags sorted. RGW 16.2.15 reads ``And: {Prefix, Tags:
+    [one]}`` back as ``{Prefix, Tag}`` without the And (measured; S3 clients refuse to put
+    that back) and sorts the Tags of an And by key."""
+    conds = dict(f.get("And", f))
+    tags = list(conds.pop("Tags", []) or []) + ([conds.pop("Tag")] if "Tag" in conds else [])
+    tags = sorted(({"Key": t["Key"], "Value": t["Value"]} for t in tags), key=lambda t: (t["Key"], t["Value"]))
+    if tags:
+        conds["Tags"] = tags
+    if conds.get("Prefix") == "" and len(conds) > 1:
+        conds.pop("Prefix")
+    if len(conds) > 1 or len(tags) > 1:
+        return {"And": conds}
+    if tags:
+        return {"Tag": tags[0]}
+    return conds or {"Prefix": ""}
+
+
 def merge(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The bucket's rules with ours added or replaced by ID; rules that are not ours are kept
-    as they are, in their order, before ours."""
+    in their order, before ours, as they are but for the spelling of their Filter (s3_filter:
+    what RGW read back may not be put back as it is)."""
     our_ids = {r["ID"] for r in ours}
-    kept = [r for r in existing if r.get("ID") not in our_ids]
+    kept = [{**r, "Filter": s3_filter(r["Filter"])} if "Filter" in r else r
+            for r in existing if r.get("ID") not in our_ids]
     return kept + ours
 
 
 def same_rules(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    """Compare as RGW reads them back: by ID, ignoring order, the empty Prefix RGW adds, and
-    an expiration Date given as text but read back (by boto3) as a datetime."""
+    """Compare as RGW reads them back: by ID, ignoring order, the empty Prefix RGW adds, how
+    it spells a Filter (s3_filter), and an expiration Date given as text but read back (by
+    boto3) as a datetime."""
     def when(value: Any) -> Any:
         if isinstance(value, datetime.datetime):
             return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -204,6 +234,8 @@ def same_rules(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
             r = dict(r)
             if r.get("Prefix") == "" and "Filter" in r:
                 r.pop("Prefix")
+            if "Filter" in r:
+                r["Filter"] = s3_filter(r["Filter"])
             if "Date" in r.get("Expiration", {}):
                 r["Expiration"] = {**r["Expiration"], "Date": when(r["Expiration"]["Date"])}
             out[r.get("ID", "")] = json.dumps(r, sort_keys=True, default=str)

@@ -329,6 +329,29 @@ def test_expire_by_prefix_deletes_exactly_the_matching_objects(ceph_cluster, s3,
     assert "theirs" in ids and any(i.startswith("rgwkeeper-") for i in ids)  # installed next to theirs
 
 
+def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
+    """A tag filter is decided by each object's tags on RGW (GetObjectTagging), on Pacific too."""
+    rgw_option("rgw_lc_debug_interval", "1", who="client.admin")
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    tagging = {"scratch": "tier=scratch", "both": "tier=scratch&team=a", "gold": "tier=gold", "bare": ""}
+    for kind, tags in tagging.items():
+        for i in range(3):
+            s3.put_object(Bucket=b, Key=f"t/{kind}-{i}", Body=b"x" * 64, Tagging=tags)
+    s3.put_object(Bucket=b, Key="other/scratch", Body=b"y", Tagging="tier=scratch")  # outside the prefix
+    time.sleep(2.5)
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "expire", b, "--prefix", "t/", "--days", "1", "--tag",
+                         "tier=scratch", "--yes", "--json").stdout)
+
+    (result,) = doc
+    assert result["ok"] and result["ran"], result
+    ran = next(c for c in result["checks"] if c["name"].endswith(" ran"))
+    assert ran["status"] == "ok" and "with tier=scratch" in ran["detail"], ran
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    assert keys == {f"t/{kind}-{i}" for kind in ("gold", "bare") for i in range(3)} | {"other/scratch"}
+
+
 def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
     b = bucket_name
     s3.create_bucket(Bucket=b)

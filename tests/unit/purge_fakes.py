@@ -97,6 +97,8 @@ class World:
         self.lc_held_runs = 0
         self.lc_busy_runs = 0
         self.rewrite_on_head: set[str] = set()
+        self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
+        self.retag_on_tagging: dict[str, dict[str, str]] = {}  # key -> tags set between two GetObjectTagging
         self.versions = copy.deepcopy(fx["versions"])
 
     def as_release(self, name: str, version: str) -> "World":
@@ -328,6 +330,17 @@ class FakeS3:
         if key in self.w.rewrite_on_head:  # a client writes the key again between listing and delete
             e["LastModified"] = datetime.datetime.now(datetime.timezone.utc)
         return {"LastModified": e["LastModified"], "ContentLength": e["Size"], "ETag": e["ETag"]}
+
+    def get_object_tags(self, bucket: str, key: str) -> dict[str, str] | None:
+        self._bucket(bucket, "GetObjectTagging")
+        self._up("GetObjectTagging")
+        self.w.log.append(f"S3 GetObjectTagging {key}")
+        if key not in self.w.index:
+            return None
+        tags = dict(self.w.tags.get(key, {}))
+        if key in self.w.retag_on_tagging:  # a client re-tags the key after this read
+            self.w.tags[key] = self.w.retag_on_tagging.pop(key)
+        return tags
 
     def iter_uploads(self, bucket: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
         self._bucket(bucket, "ListMultipartUploads")

@@ -283,6 +283,22 @@ def test_merge_keeps_other_rules_and_compares_as_rgw_reads_back():
     assert lc.same_rules(read_back, put)  # boto3 parses the Date it reads back
 
 
+def test_tag_filters_compare_and_merge_as_rgw_spells_them():
+    # What RGW 16.2.15 read back for the rules put (captured against the test cluster).
+    one = lc.parse_rule({"bucket": "b12", "prefix": "t/", "days": 1, "tags": {"tier": "scratch"}}).to_s3_rules()
+    assert one[0]["Filter"] == {"And": {"Prefix": "t/", "Tags": [{"Key": "tier", "Value": "scratch"}]}}
+    one_read = [{**one[0], "Filter": {"Prefix": "t/", "Tag": {"Key": "tier", "Value": "scratch"}}}]
+    two = lc.parse_rule({"bucket": "b12", "days": 1, "tags": {"tier": "scratch", "team": "a"}}).to_s3_rules()
+    two_read = [{**two[0], "Filter": {"And": {"Tags": [{"Key": "team", "Value": "a"},
+                                                       {"Key": "tier", "Value": "scratch"}]}}}]
+    assert lc.same_rules(one_read, one) and lc.same_rules(two_read, two)
+    assert not lc.same_rules(one_read, [{**one[0], "Filter": {"Prefix": "t/"}}])  # the tag counts
+    theirs = [{**one_read[0], "ID": "theirs"}]
+    merged = lc.merge(theirs, two)
+    assert merged[0]["Filter"] == one[0]["Filter"]  # put back as S3 spells it, not as read
+    assert lc.same_rules(merged[:1], theirs)
+
+
 def test_when_rgw_expires():
     day = 86400
     midnight = 20000 * day
