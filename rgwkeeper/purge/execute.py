@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import statistics
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from dataclasses import asdict, dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, TypeVar
@@ -154,6 +156,17 @@ class PurgeExecutor:
         # further slows nothing and only delays recovery (S3 at 8 batches floors at 0.00625).
         widest = n if plan.method == "direct" else plan.tuning.s3_batches_in_flight
         self.pacer.min_fraction = min(self.pacer.fraction, MIN_SHARE / widest)
+        # Blocking S3 calls run on the purge's own threads, sized for its widest fan-out:
+        # asyncio's default pool has 6 on 2 cores, so 16 re-check HEADs would queue there and
+        # the pacing probe behind them (timing rgwkeeper's queue, not the cluster's). The probe
+        # has a thread of its own.
+        self._pool = ThreadPoolExecutor(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2,
+                                        thread_name_prefix="rgwkeeper-purge")
+        self._probe_pool = ThreadPoolExecutor(1, thread_name_prefix="rgwkeeper-purge-probe")
+
+    async def _thread(self, fn: Callable[..., _T], *args: Any, probe: bool = False, **kwargs: Any) -> _T:
+        pool = self._probe_pool if probe else self._pool
+        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
     def _batch_keys(self) -> int:
         """Keys per DeleteObjects: 1000, or fewer while pacing holds the purge back (one batch of
@@ -216,7 +229,7 @@ class PurgeExecutor:
                 delay = min(delay * 2, 10.0)
 
     async def _s3(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await self._retry(what, lambda: asyncio.to_thread(fn, *args, **kwargs))
+        return await self._retry(what, lambda: self._thread(fn, *args, **kwargs))
 
     async def _admin(self, args: tuple[str, ...], *, long: bool = False, missing_ok: bool = False) -> None:
         timeout = self.plan.tuning.long_timeout_s if long else None
@@ -267,7 +280,7 @@ class PurgeExecutor:
                 # Measured: a RADOS probe alone stayed under a 20 ms target while an S3 purge
                 # took ingest PUT p99 from 21 to 120-290 ms (RGW's CPU was the shared part).
                 await data.write_full(probe_oid, PROBE_BYTES)
-                await asyncio.to_thread(self.io.s3.bucket_exists, self.plan.profile.bucket)
+                await self._thread(self.io.s3.bucket_exists, self.plan.profile.bucket, probe=True)
 
             probe_once = probe_write
 
@@ -310,6 +323,8 @@ class PurgeExecutor:
                 await asyncio.gather(probe, return_exceptions=True)
             if probe_once is not None:
                 await self._data.remove(f"rgwkeeper.purge.probe.{self.plan.plan_id}")  # type: ignore[union-attr]
+            for pool in (self._pool, self._probe_pool):
+                pool.shutdown(wait=False, cancel_futures=True)
         end = self.clock()
         report = PurgeReport(
             plan_id=self.plan.plan_id, bucket=self.plan.profile.bucket, bucket_id=self.plan.profile.bucket_id,
@@ -351,7 +366,7 @@ class PurgeExecutor:
             return [u for u in self.io.s3.iter_uploads(self.plan.profile.bucket, params.get("prefix"))
                     if cutoff is None or u["Initiated"].timestamp() < cutoff]
 
-        return await self._retry("ListMultipartUploads", lambda: asyncio.to_thread(listing))
+        return await self._retry("ListMultipartUploads", lambda: self._thread(listing))
 
     async def _step_abort_uploads(self, step: Step) -> None:
         b = self.plan.profile.bucket
@@ -462,7 +477,7 @@ class PurgeExecutor:
             return entries, resume
 
         def fetch() -> asyncio.Future[Any]:
-            return asyncio.ensure_future(self._retry("list", lambda: asyncio.to_thread(next_page)))
+            return asyncio.ensure_future(self._retry("list", lambda: self._thread(next_page)))
 
         pending = fetch()
         try:
@@ -725,7 +740,7 @@ class PurgeExecutor:
                                 "bucket stats still answers for it" if same else
                                 f"a new bucket of that name exists (id {stats.get('id')})"))
         except NotFound:
-            exists = await self._retry("HeadBucket", lambda: asyncio.to_thread(self.io.s3.bucket_exists, p.bucket))
+            exists = await self._retry("HeadBucket", lambda: self._thread(self.io.s3.bucket_exists, p.bucket))
             checks.append(Check("bucket gone", "failed" if exists else "ok",
                                 "S3 HeadBucket still finds it" if exists else
                                 "radosgw-admin bucket stats: does not exist; S3 HeadBucket: 404"))
@@ -812,7 +827,7 @@ class PurgeExecutor:
                     out += [e for e in entries if _matches(e, params)]
             return out
 
-        remaining = await self._retry("list", lambda: asyncio.to_thread(left))
+        remaining = await self._retry("list", lambda: self._thread(left))
         what = "versions or delete markers" if versions else "objects"
         checks = [Check(f"no matching {what} left", "failed" if remaining else "ok",
                         f"{len(remaining)} left, e.g. {remaining[0]['Key'][:80]!r}" if remaining else

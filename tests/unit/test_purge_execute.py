@@ -15,7 +15,7 @@ from rgwkeeper.errors import CephUnreachable, UsageError
 from rgwkeeper.purge import CheckpointStore, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
-from rgwkeeper.purge.execute import PurgeExecutor, PurgeFailed, Settings
+from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer
 from rgwkeeper.purge.plan import PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
@@ -239,6 +239,43 @@ def test_a_key_written_again_that_still_matches_a_size_filter_is_deleted(tmp_pat
     assert not any(k.startswith("extra/") for k in w.index)
     assert "kept_rewritten" not in report.counters
     assert sum(line.startswith("S3 HeadObject") for line in w.log) == 4
+
+
+def test_the_pacing_probe_does_not_wait_behind_the_purges_own_s3_calls(tmp_path):
+    """The re-check HEADs block here until all 16 are in flight and a probe ran meanwhile. On
+    asyncio's default pool (6 threads on 2 cores) only 6 ran at once and the probe waited
+    behind them, timing rgwkeeper's own queue."""
+    import datetime
+    import threading
+
+    w = World(extra_plain=20, page_size=50)  # one page: one chunk of 20 keys, 16 HEADs at once
+    old = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    for key in [k for k in w.index if k.startswith("extra/")]:
+        w.index[key]["LastModified"] = old
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", older_than_s=86400))
+    lock, waiting = threading.Lock(), [0]
+    all_waiting, probed_meanwhile = threading.Event(), threading.Event()
+    real_head, real_exists = io.s3.head_object, io.s3.bucket_exists
+
+    def head(*args, **kwargs):
+        with lock:
+            waiting[0] += 1
+            if waiting[0] == RECHECK_IN_FLIGHT:
+                all_waiting.set()
+        if not probed_meanwhile.wait(10):
+            raise AssertionError(f"{waiting[0]} HEADs in flight, no probe ran meanwhile")
+        return real_head(*args, **kwargs)
+
+    def exists(bucket):
+        if all_waiting.is_set():
+            probed_meanwhile.set()
+        return real_exists(bucket)
+
+    io.s3.head_object, io.s3.bucket_exists = head, exists
+    settings = Settings(pace_write_latency_s=0.05, pace_probe_interval_s=0.0, checkpoint_interval_s=0)
+    report = asyncio.run(PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=settings).run())
+    assert report.ok, report.checks
+    assert probed_meanwhile.is_set() and not any(k.startswith("extra/") for k in w.index)
 
 
 def test_an_unfiltered_prefix_purge_sends_no_heads(tmp_path):
