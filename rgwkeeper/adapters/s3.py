@@ -187,7 +187,9 @@ class S3Adapter:
         validate_bucket(bucket)
         try:
             out = self._call(f"GetObjectTagging {bucket}", self.client.get_object_tagging, Bucket=bucket, Key=key)
-        except NotFound:
+        except NotFound as exc:
+            if exc.detail != "NoSuchKey":
+                raise  # NoSuchBucket is not "this key has no tags"
             return None
         return {t["Key"]: t["Value"] for t in out.get("TagSet", [])}
 

@@ -259,7 +259,7 @@ class Tolerances:
     min_window_s: float = 10.0
     min_op_samples: int = 200
     block_s: int = 5
-    slow_seconds_alpha: float = 0.05
+    slow_seconds_alpha: float = 0.01
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0

@@ -46,12 +46,13 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from rgwkeeper.access import RgwCredentials
-from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperError, UsageError
 from rgwkeeper.loadgen.client import S3Client, is_ok
 from rgwkeeper.loadgen.client import run as run_loop
 from rgwkeeper.loadgen.workload import FIELDS, OP_CODES, TYPECODES, Request, Workload, WorkerPlan
 
 log = structlog.get_logger("rgwkeeper.loadgen")
+CLEANUP_IN_FLIGHT = 8  # DeleteObjects batches in flight for the cleanup of all workers together
 
 #: Seconds between two record batches sent by a worker.
 FLUSH_S = 0.25
@@ -295,7 +296,8 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
             done.set()
             await flush_task
         conn.send(("done", index, {"requests": issued, "cpu_s": cpu, "substituted": plan.substituted}))
-        cleanup_failed = 0 if spec.keep else await _cleanup(s3, plan.live_objects(), max(1, 8 // spec.workers))
+        cleanup_failed = 0 if spec.keep else await _cleanup(s3, plan.live_objects(),
+                                                             max(1, CLEANUP_IN_FLIGHT // spec.workers))
         conn.send(("cleaned", index, {"objects": len(plan.live_objects()), "failed": cleanup_failed}))
 
 
@@ -316,12 +318,14 @@ async def _prepare(execute: Execute, requests: list[Request], concurrency: int) 
     return errors
 
 
-async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = 8, tries: int = 3) -> int:
+async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = CLEANUP_IN_FLIGHT, tries: int = 3,
+                   pause_s: float = 2.0) -> int:
     """DeleteObjects in batches of 1000, ``in_flight`` batches at once (FIELD-NOTES: 8 in
-    flight deleted 403 objects/s against 291 one at a time; the caller splits 8 between its
-    workers). A batch that fails or times out is sent again (deleting a deleted key succeeds):
-    measured, 2 workers x 8 batches of 1000 right after a run beside a deep scrub all passed
-    the 30 s request timeout while RGW went on deleting them."""
+    flight deleted 403 objects/s against 291 one at a time; the caller splits them between its
+    workers). A batch that timed out or found RGW unreachable is sent again after a pause
+    (deleting a deleted key succeeds); other errors are counted at once. Measured: 2 workers x
+    8 batches of 1000, after a run beside a deep scrub, all passed the 30 s request timeout
+    while RGW went on deleting them (docs/loadgen.md)."""
     batches = []
     by_bucket: dict[str, list[str]] = {}
     for obj in objects:
@@ -336,8 +340,10 @@ async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = 8, tri
                 try:
                     return await s3.delete_objects(bucket, keys)
                 except CephError as e:
-                    if attempt == tries - 1:
+                    if attempt == tries - 1 or not isinstance(e, (CephTimeout, CephUnreachable)):
                         log.warning("cleanup_batch_failed", bucket=bucket, keys=len(keys), error=str(e))
+                        break
+                    await asyncio.sleep(pause_s)
             return len(keys)
 
     return sum(await asyncio.gather(*(one(b, k) for b, k in batches)))

@@ -44,7 +44,7 @@ PACED_LIST_PAGE = 200
 RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, then may pause
 BEFORE_PROBES, BEFORE_PROBE_GAP_S = 9, 0.1  # a paced purge's first probes, before any change
 MIN_TARGET_S = 1e-4
-RECHECK_IN_FLIGHT = 16  # HEADs in flight per batch when a filtered purge re-checks its keys
+RECHECK_IN_FLIGHT = 16  # HEADs in flight (all batches together) when a filtered purge re-checks its keys
 _T = TypeVar("_T")
 
 PROBE_BYTES = b"\0" * 4096
@@ -163,6 +163,7 @@ class PurgeExecutor:
         self._pool = ThreadPoolExecutor(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2,
                                         thread_name_prefix="rgwkeeper-purge")
         self._probe_pool = ThreadPoolExecutor(1, thread_name_prefix="rgwkeeper-purge-probe")
+        self._recheck_slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # for the whole purge, not per batch
 
     async def _thread(self, fn: Callable[..., _T], *args: Any, probe: bool = False, **kwargs: Any) -> _T:
         pool = self._probe_pool if probe else self._pool
@@ -321,10 +322,12 @@ class PurgeExecutor:
             stop_probe.set()
             if probe is not None:
                 await asyncio.gather(probe, return_exceptions=True)
-            if probe_once is not None:
-                await self._data.remove(f"rgwkeeper.purge.probe.{self.plan.plan_id}")  # type: ignore[union-attr]
-            for pool in (self._pool, self._probe_pool):
-                pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                if probe_once is not None:
+                    await self._data.remove(f"rgwkeeper.purge.probe.{self.plan.plan_id}")  # type: ignore[union-attr]
+            finally:
+                for pool in (self._pool, self._probe_pool):
+                    pool.shutdown(wait=False, cancel_futures=True)
         end = self.clock()
         report = PurgeReport(
             plan_id=self.plan.plan_id, bucket=self.plan.profile.bucket, bucket_id=self.plan.profile.bucket_id,
@@ -530,7 +533,7 @@ class PurgeExecutor:
         matches (written again since the listing: newer, another size) is left alone and
         counted as ``kept_rewritten``."""
         b = self.plan.profile.bucket
-        slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)
+        slots = self._recheck_slots
 
         async def still(e: dict[str, Any]) -> bool:
             if e.get("DeleteMarker") or e.get("VersionId") not in (None, "null"):
@@ -717,7 +720,8 @@ class PurgeExecutor:
         b = self.plan.profile.bucket
         previous = self.state.memo.get("previous_rules", [])
         if previous:
-            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, previous)
+            # As S3 spells them: what RGW read back may not be put back as it is (lc.s3_filter).
+            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, lc.merge(previous, []))
         else:
             await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
         got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)

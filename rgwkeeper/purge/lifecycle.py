@@ -91,11 +91,7 @@ class ExpiryRule:
             conds["ObjectSizeGreaterThan"] = self.larger_than
         if self.smaller_than is not None:
             conds["ObjectSizeLessThan"] = self.smaller_than
-        if len(conds) > 1 or len(conds.get("Tags", [])) > 1:
-            return {"And": conds}
-        if "Tags" in conds:
-            return {"Tag": conds["Tags"][0]}
-        return conds or {"Prefix": ""}
+        return s3_filter(conds)
 
     def to_s3_rules(self) -> list[dict[str, Any]]:
         """The S3 rule(s). S3 refuses ExpiredObjectDeleteMarker next to Days in one Expiration,

@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -175,21 +177,23 @@ def _wait_no_scrubbing(ceph_cluster, timeout=180.0):
     them)."""
     deadline = time.monotonic() + timeout
     while True:
-        states = ceph_cluster.ceph("pg", "stat")["pg_summary"]["num_pg_by_state"]
-        busy = sum(s["num"] for s in states if "scrubbing" in s["name"])
+        busy = _scrubbing_now(ceph_cluster)
         if not busy:
             return
         assert time.monotonic() < deadline, f"{busy} PGs still scrubbing after {timeout:.0f} s"
         time.sleep(2)
 
 
+def _scrubbing_now(ceph_cluster) -> int:
+    states = ceph_cluster.ceph("pg", "stat")["pg_summary"]["num_pg_by_state"]
+    return sum(s["num"] for s in states if "scrubbing" in s["name"])
+
+
 def _scrub_activity(ceph_cluster, before):
     """PGs scrubbed since ``before`` (stamps changed) or scrubbing now. PGs of pools created
     since (the first PUT creates RGW's data pools) have no earlier stamps and do not count."""
     now = _scrub_stamps(ceph_cluster)
-    states = ceph_cluster.ceph("pg", "stat")["pg_summary"]["num_pg_by_state"]
-    running = sum(s["num"] for s in states if "scrubbing" in s["name"])
-    return sum(now[pg] != before[pg] for pg in now if pg in before) + running
+    return sum(now[pg] != before[pg] for pg in now if pg in before) + _scrubbing_now(ceph_cluster)
 
 
 def _scrub_stamps(ceph_cluster):
@@ -198,22 +202,62 @@ def _scrub_stamps(ceph_cluster):
     return {p["pgid"]: (p["last_scrub_stamp"], p["last_deep_scrub_stamp"]) for p in pgs}
 
 
+class _HostCpu:
+    """Busy cores of the whole machine (/proc/stat), once a second, while a run goes on: other
+    engineers' clusters share it, and their bursts land in windows at random."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []  # (seconds after start, busy cores)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _read() -> tuple[int, int]:
+        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        return sum(v), v[3] + v[4]  # all jiffies, idle + iowait
+
+    def _run(self) -> None:
+        total0, idle0 = self._read()
+        while not self._stop.wait(1.0):
+            total, idle = self._read()
+            busy = 1 - (idle - idle0) / max(total - total0, 1)
+            self.samples.append((time.monotonic() - self.t0, busy * (os.cpu_count() or 1)))
+            total0, idle0 = total, idle
+
+    def __enter__(self) -> "_HostCpu":
+        self.t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mean(self, start: float, end: float) -> float:
+        xs = [b for t, b in self.samples if start <= t < end]
+        return sum(xs) / len(xs) if xs else float("nan")
+
+
 def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
     """PASS for a window with no maintenance. A run is only a control run if the cluster stayed
     quiet: deep scrubs that earlier tests requested can start after the wait (the OSD queues
-    them; CI saw a "quiet" window at PUT p99 27.7 -> 108.8 ms, +292%). So a FAIL earns another
-    try only if PGs were scrubbed during it; a FAIL in a window without scrubs fails the test,
-    and so does no PASS in three runs."""
+    them; CI saw a "quiet" window at PUT p99 27.7 -> 108.8 ms, +292%), and the machine is
+    shared. So a FAIL earns another try only if PGs were scrubbed during it or the machine was
+    busier in the window than in the baseline (a quarter of a core more, whole-host CPU); a
+    FAIL in a window without either fails the test, and so does no PASS in three runs."""
     seen = []
     for _ in range(3):
         _wait_no_scrubbing(ceph_cluster)
         before = _scrub_stamps(ceph_cluster)
-        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance", "none", "--bucket-prefix", bucket_name)
+        with _HostCpu() as cpu:
+            rc, result = _verify(ceph_cluster, tmp_path, "--maintenance", "none", "--bucket-prefix", bucket_name)
         scrubs = _scrub_activity(ceph_cluster, before)
+        # Launch to t0 is about 1-2 s; then 3 s of warm-up, 20 s of baseline, 20 s of window.
+        busier = cpu.mean(26, 46) - cpu.mean(5, 25)
         outcome = result["verdict"]["outcome"]
-        seen.append(f"{_describe(result)} | PGs scrubbed during it: {scrubs}; "
-                    f"loadavg {Path('/proc/loadavg').read_text().split()[:3]}")
-        assert outcome != "FAIL" or scrubs, seen
+        seen.append(f"{_describe(result)} | PGs scrubbed during it: {scrubs}; host busy cores window - "
+                    f"baseline {busier:+.2f}; loadavg {Path('/proc/loadavg').read_text().split()[:3]}")
+        assert outcome != "FAIL" or scrubs or busier > 0.25, seen
         if outcome == "PASS":
             break
     else:

@@ -9,7 +9,7 @@ import heapq
 import numpy as np
 
 from rgwkeeper.loadgen.analysis import RECORD_DTYPE, latency_summary
-from rgwkeeper.errors import CephError
+from rgwkeeper.errors import CephError, CephTimeout
 from rgwkeeper.loadgen.runner import Recorder, RunSpec, _cleanup, drive
 from rgwkeeper.loadgen.workload import FIELDS, TYPECODES, Request, Workload, WorkerPlan, parse_mix
 
@@ -166,14 +166,14 @@ class _FlakyDeletes:
     """DeleteObjects that times out ``fail_first`` times per batch, then succeeds; strict about
     anything else."""
 
-    def __init__(self, fail_first: int):
-        self.fail_first = fail_first
+    def __init__(self, fail_first: int, error: type[CephError] = CephTimeout):
+        self.fail_first, self.error = fail_first, error
         self.calls: list[tuple[str, int]] = []
 
     async def delete_objects(self, bucket: str, keys: list[str]) -> int:
         self.calls.append((bucket, len(keys)))
         if sum(1 for b, n in self.calls if (b, n) == (bucket, len(keys))) <= self.fail_first:
-            raise CephError(f"DeleteObjects {bucket}", "no answer within 30 s")
+            raise self.error(f"DeleteObjects {bucket}", "no answer within 30 s")
         return 0
 
 
@@ -183,11 +183,17 @@ def _objects(n: int, bucket: str = "b") -> list[Request]:
 
 def test_cleanup_sends_a_timed_out_batch_again():
     s3 = _FlakyDeletes(fail_first=1)
-    assert asyncio.run(_cleanup(s3, _objects(1500), in_flight=2)) == 0
+    assert asyncio.run(_cleanup(s3, _objects(1500), in_flight=2, pause_s=0)) == 0
     assert sorted(s3.calls) == [("b", 500), ("b", 500), ("b", 1000), ("b", 1000)]
 
 
 def test_cleanup_counts_a_batch_that_never_succeeds():
     s3 = _FlakyDeletes(fail_first=5)
-    assert asyncio.run(_cleanup(s3, _objects(1200), in_flight=1, tries=3)) == 1200
+    assert asyncio.run(_cleanup(s3, _objects(1200), in_flight=1, tries=3, pause_s=0)) == 1200
     assert len(s3.calls) == 6
+
+
+def test_cleanup_does_not_resend_a_batch_rgw_refused():
+    s3 = _FlakyDeletes(fail_first=5, error=CephError)  # e.g. HTTP 403: sending it again changes nothing
+    assert asyncio.run(_cleanup(s3, _objects(1200), in_flight=1, pause_s=0)) == 1200
+    assert len(s3.calls) == 2
