@@ -533,12 +533,11 @@ class PurgeExecutor:
         matches (written again since the listing: newer, another size) is left alone and
         counted as ``kept_rewritten``."""
         b = self.plan.profile.bucket
-        slots = self._recheck_slots
 
         async def still(e: dict[str, Any]) -> bool:
             if e.get("DeleteMarker") or e.get("VersionId") not in (None, "null"):
                 return True  # a listed version id names immutable data (a marker has none to HEAD)
-            async with slots:
+            async with self._recheck_slots:
                 head = await self._s3("HeadObject", self.io.s3.head_object, b, e["Key"], e.get("VersionId"))
             # The object as it is now decides, not its ETag: one written again that still
             # matches (a size filter) is what the purge was asked to delete; the verify step
@@ -720,8 +719,7 @@ class PurgeExecutor:
         b = self.plan.profile.bucket
         previous = self.state.memo.get("previous_rules", [])
         if previous:
-            # As S3 spells them: what RGW read back may not be put back as it is (lc.s3_filter).
-            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, lc.merge(previous, []))
+            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, lc.s3_rules(previous))
         else:
             await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
         got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)

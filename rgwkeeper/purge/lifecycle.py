@@ -205,14 +205,16 @@ def s3_filter(f: Mapping[str, Any]) -> dict[str, Any]:
     return conds or {"Prefix": ""}
 
 
+def s3_rules(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rules as read back from RGW, their Filter spelled so that they can be put back (s3_filter)."""
+    return [{**r, "Filter": s3_filter(r["Filter"])} if "Filter" in r else r for r in rules]
+
+
 def merge(existing: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The bucket's rules with ours added or replaced by ID; rules that are not ours are kept
-    in their order, before ours, as they are but for the spelling of their Filter (s3_filter:
-    what RGW read back may not be put back as it is)."""
+    in their order, before ours, as they are but for the spelling of their Filter (s3_rules)."""
     our_ids = {r["ID"] for r in ours}
-    kept = [{**r, "Filter": s3_filter(r["Filter"])} if "Filter" in r else r
-            for r in existing if r.get("ID") not in our_ids]
-    return kept + ours
+    return s3_rules([r for r in existing if r.get("ID") not in our_ids]) + ours
 
 
 def same_rules(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
