@@ -42,12 +42,16 @@ from rgwkeeper.loadgen.client import S3Client
 from rgwkeeper.loadgen.runner import RunHandle, RunSpec, run_load
 from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
 
+# Tolerances calibrated the way docs/loadgen.md tells operators to: quiet runs first. Adjacent
+# quiet 20 s windows of the test cluster differ in PUT p99 by up to +129%, and +273% when one of
+# its own bursts lands in the window; an unpaced purge makes it +400% to +1104% (re-judged
+# verify results of both). So the p99 limit is +200%, not the +100% that judged quiet CI runs FAIL.
 TEST_CONFIG = """
 [loadgen]
 warmup = 3.0
 max_rate_drop = 0.30
 max_cv_increase = 0.25
-max_p99_increase = 1.0
+max_p99_increase = 2.0
 max_baseline_cv = 0.5
 min_window = 10.0
 min_op_samples = 100
@@ -239,14 +243,17 @@ class _HostCpu:
 
 
 def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
-    """PASS for a window with no maintenance. A run is only a control run if the cluster stayed
-    quiet: deep scrubs that earlier tests requested can start after the wait (the OSD queues
-    them; CI saw a "quiet" window at PUT p99 27.7 -> 108.8 ms, +292%), and the machine is
-    shared. So a FAIL earns another try only if PGs were scrubbed during it or the machine was
-    busier in the window than in the baseline (a quarter of a core more, whole-host CPU); a
-    FAIL in a window without either fails the test, and so does no PASS in three runs."""
-    seen = []
-    for _ in range(3):
+    """PASS for a window with no maintenance, and a quiet window rarely judged FAIL.
+
+    The quiet cluster is not stationary: its own bursts (one second of PUTs at 94 ms, then ten
+    at 25 ms, against 10 ms before) land in a 20 s window at random. Measured on the dev
+    cluster, 26 quiet runs judged with TEST_CONFIG: 23 PASS, 2 INCONCLUSIVE, 1 FAIL (p99 +273%,
+    that burst); the CI run that failed this test (at a +100% limit) had a quiet run at +129%.
+    So one FAIL in a quiet run is allowed, and not counted at all when PGs were scrubbed during
+    it (deep scrubs earlier tests requested start after the wait; CI saw +292% with 21 PGs
+    scrubbed). A second FAIL, or no PASS in four runs, fails the test."""
+    seen, unexplained = [], 0
+    for _ in range(4):
         _wait_no_scrubbing(ceph_cluster)
         before = _scrub_stamps(ceph_cluster)
         with _HostCpu() as cpu:
@@ -257,12 +264,14 @@ def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
         outcome = result["verdict"]["outcome"]
         seen.append(f"{_describe(result)} | PGs scrubbed during it: {scrubs}; host busy cores window - "
                     f"baseline {busier:+.2f}; loadavg {Path('/proc/loadavg').read_text().split()[:3]}")
-        assert outcome != "FAIL" or scrubs or busier > 0.25, seen
+        unexplained += outcome == "FAIL" and not scrubs
+        if unexplained > 1:
+            pytest.fail("two quiet runs judged FAIL with no PG scrubbed:\n" + "\n".join(seen))
         if outcome == "PASS":
             break
     else:
-        pytest.fail(f"no PASS in 3 quiet runs: {seen}")
-    print(f"quiet verdict: {seen[-1]}")
+        pytest.fail("no PASS in 4 quiet runs:\n" + "\n".join(seen))
+    print("quiet verdicts:\n" + "\n".join(seen))
     assert rc == 0
     kinds = [e["kind"] for e in result["events"]]
     assert kinds == ["maintenance-start", "maintenance-end"]
