@@ -5,15 +5,16 @@ is filled with ``--objects`` objects of 4 KiB, then ``rgwkeeper verify`` runs an
 load (``--rate``) into other buckets, a baseline window, then ``rgwkeeper purge VICTIM
 --method s3`` as the maintenance while the load goes on, and judges the two windows (the
 project's default tolerances, ``config/rgwkeeper.toml``). The only difference between the
-modes is pacing: unpaced, none; paced, ``purge.pace_write_latency_ms = --target-ms`` and
-``purge.pace_latency_increase = --increase`` (a target relative to the probe before the purge).
+modes is pacing: unpaced, none; paced, ``purge.pace_write_latency_ms = --target-ms``,
+``purge.pace_latency_increase = --increase`` (a target relative to the probe before the purge)
+and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other two at 0).
 
 Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
 the median ops/s change, and how long the purge took; then per mode the verdicts and the
 median p99 change. Pacing trades purge time for ingest latency: both are shown.
 
     .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
-        [--target-ms 20] [--increase 0.3] [--repeat 2]
+        [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -67,8 +68,10 @@ def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Nam
     _fill(info, victim, args.objects)
     purge_cfg = workdir / f"purge-{mode}-{n}.toml"
     increase = args.increase if mode == "paced" else 0.0
+    cap = args.max_rate if mode == "paced" else 0.0
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\npace_write_latency_ms = {pace_ms}\n'
-                         f"pace_latency_increase = {increase}\npace_probe_interval = 0.5\n")
+                         f"pace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
+                         f"max_objects_per_second = {cap}\n")
     purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", args.method, "--yes", "--json",
                         "--config", str(purge_cfg), *_cluster_flags(info)])
     out = workdir / f"verify-{mode}-{n}.json"
@@ -98,6 +101,8 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=40.0, help="ingest PUT/s (open loop)")
     p.add_argument("--target-ms", type=float, default=20.0, help="purge.pace_write_latency_ms when paced (0: none)")
     p.add_argument("--increase", type=float, default=0.0, help="purge.pace_latency_increase when paced")
+    p.add_argument("--max-rate", type=float, default=0.0,
+                   help="purge.max_objects_per_second when paced (0: no cap); with --target-ms 0: the cap alone")
     p.add_argument("--baseline", type=float, default=30.0)
     p.add_argument("--window", type=float, default=30.0)
     p.add_argument("--repeat", type=int, default=2)
@@ -123,7 +128,8 @@ def main() -> None:
         summary[mode] = {"verdicts": [x["verdict"] for x in mine],
                          "median_p99_change": round(statistics.median(changes), 3) if changes else None,
                          "median_purge_s": statistics.median(x["purge_s"] for x in mine if x["purge_s"] is not None)}
-    print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms, "increase": args.increase,
+    print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
+                      "increase": args.increase, "max_rate": args.max_rate,
                       "summary": summary, "runs": rows}, indent=1))
 
 

@@ -196,6 +196,11 @@ class PurgeSection:
         "probes, and the target is their median times (1 + this), e.g. 0.3 for 30% slower writes at most. "
         "With pace_write_latency_ms also set, the lower target wins. 0: off.", min=0.0, max=100.0)
     pace_probe_interval: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
+    max_objects_per_second: float = opt(
+        0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of about one "
+        "second's worth), for the s3 and direct methods; pacing may go slower still. radosgw-admin and "
+        "lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap.",
+        min=0.0, max=1_000_000.0)
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import human_bytes
+from rgwkeeper.cli.render import human_bytes, human_duration
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
@@ -78,11 +79,15 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--smaller-than", help="only objects smaller than this many bytes")
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
               help="how to delete (docs/purge.md); auto explains its choice in the plan")
+@click.option("--max-rate", type=click.FloatRange(0, 1_000_000), default=None,
+              help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
+                   "[default: purge.max_objects_per_second]")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
 def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: str | None,
-          smaller_than: str | None, method: str, dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
+          smaller_than: str | None, method: str, max_rate: float | None, dry_run: bool, yes: bool, as_json: bool,
+          **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
@@ -95,22 +100,28 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
         larger_than=parse_size(larger_than) if larger_than else None,
         smaller_than=parse_size(smaller_than) if smaller_than else None)
     cfg, access = load_access(kwargs)
-    check_protected(bucket, cfg.purge.protected_buckets)
-    io = purge_api.open_io(access, cfg.purge)
+    purge_cfg = cfg.purge if max_rate is None else dataclasses.replace(cfg.purge, max_objects_per_second=max_rate)
+    check_protected(bucket, purge_cfg.protected_buckets)
+    io = purge_api.open_io(access, purge_cfg)
     try:
         store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
-        prepared = _run_async(purge_api.prepare, request, io, purge_cfg=cfg.purge, store=store)
+        prepared = _run_async(purge_api.prepare, request, io, purge_cfg=purge_cfg, store=store)
         plan = prepared.plan
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
+        cap = purge_cfg.max_objects_per_second
+        capped = cap > 0 and plan.method in ("s3", "direct")
         if dry_run:
             if as_json:
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
-                           "commands": plan.commands(io.rgw.argv)})
+                           "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap or None})
             else:
                 if prepared.resuming:
                     click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
                 click.echo("\n".join(plan.show(io.rgw.argv)))
+                if cap > 0:
+                    click.echo(f"rate cap: at most {cap:g} objects/s" if capped else
+                               f"rate cap: {cap:g} objects/s does not apply to method {plan.method} (RGW's own pace)")
                 click.echo("dry run: nothing was changed")
             return
         p = plan.profile
@@ -118,9 +129,11 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
                   f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
                   f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
                  + ([f"  resuming an interrupted purge at step {prepared.state.step + 1}"]  # type: ignore[union-attr]
-                    if prepared.resuming else []), p.bucket, yes)
+                    if prepared.resuming else [])
+                 + ([f"  at most {cap:g} objects/s: about {human_duration(p.num_objects / cap)}"] if capped else []),
+                 p.bucket, yes)
         with _Bar(enabled=True) as bar:
-            report = _run_async(purge_api.run, prepared, io, purge_cfg=cfg.purge, on_progress=bar.update)
+            report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update)
     finally:
         purge_api.close_io(io)
     _report(report, as_json)

@@ -28,6 +28,14 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} PiB"
 
 
+def human_duration(seconds: float) -> str:
+    """1 h 05 min, 12 min, 40 s."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min" if s >= 60 else f"{s} s"
+
+
 def pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 

@@ -87,7 +87,8 @@ def settings_from(purge_cfg: Any) -> Settings:
                     pace_probe_interval_s=purge_cfg.pace_probe_interval,
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
                     rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,
-                    checkpoint_interval_s=purge_cfg.checkpoint_interval)
+                    checkpoint_interval_s=purge_cfg.checkpoint_interval,
+                    max_objects_per_s=purge_cfg.max_objects_per_second)
 
 
 @dataclass

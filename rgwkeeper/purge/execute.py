@@ -32,7 +32,7 @@ from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
-from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, probe_loop, time_probe
+from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
 from rgwkeeper.purge.plan import Plan, Step
 
 log = structlog.get_logger("rgwkeeper.purge")
@@ -77,6 +77,7 @@ class Settings:
     lc_busy_wait_s: float = 300.0
     lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
+    max_objects_per_s: float = 0.0  # 0: no cap (see pacing.RateCap)
 
     @property
     def paced(self) -> bool:
@@ -133,7 +134,8 @@ def _chunks(items: list[Any], n: int) -> list[list[Any]]:
 class PurgeExecutor:
     def __init__(self, plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.plan = plan
         self.io = io
         self.checkpoint = checkpoint
@@ -142,6 +144,7 @@ class PurgeExecutor:
         self.on_progress = on_progress or (lambda p: None)
         self.clock = clock
         self.pacer = Pacer(settings.pace_write_latency_s, fraction=PACED_START_FRACTION if settings.paced else 1.0)
+        self._cap = RateCap(settings.max_objects_per_s, clock=clock, sleep=sleep)
         self._before_probe_s: float | None = None
         self.t0 = clock()
         self._last_save = 0.0
@@ -172,9 +175,8 @@ class PurgeExecutor:
     def _batch_keys(self) -> int:
         """Keys per DeleteObjects: 1000, or fewer while pacing holds the purge back (one batch of
         1,000 deletes is itself a burst that ingest PUTs queue behind)."""
-        if not self.settings.paced:
-            return 1000
-        return max(20, min(1000, int(1000 * self.pacer.fraction)))
+        keys = 1000 if not self.settings.paced else max(20, min(1000, int(1000 * self.pacer.fraction)))
+        return self._cap.chunk(keys)
 
     def _s3_limiter(self) -> Limiter:
         n = self.plan.tuning.s3_batches_in_flight
@@ -338,7 +340,8 @@ class PurgeExecutor:
                     "before_probe_ms": round(self._before_probe_s * 1000, 2) if self._before_probe_s else None,
                     "samples": len(self.pacer.samples),
                     "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
-                    "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}")},
+                    "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}"),
+                    "max_objects_per_s": self.settings.max_objects_per_s or None},
             step_s=dict(self._step_s))
         self.state.status = "done" if report.ok else "failed"
         if not report.ok:
@@ -403,6 +406,7 @@ class PurgeExecutor:
                     tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep)))
                 else:
                     for chunk in _chunks(entries, self._batch_keys()):
+                        await self._cap.take(len(chunk))
                         await limiter.acquire()
                         tasks.append(asyncio.create_task(self._s3_batch(chunk, limiter, params)))
                 pending.append((resume_at, tasks))
@@ -422,6 +426,7 @@ class PurgeExecutor:
             page_slots.release()
         batches = []
         for chunk in _chunks(others, self._batch_keys()):
+            await self._cap.take(len(chunk))
             await limiter.acquire()
             batches.append(asyncio.create_task(self._s3_batch(chunk, limiter)))
         await asyncio.gather(*batches)
@@ -514,7 +519,10 @@ class PurgeExecutor:
                 remove.append((e, obj))
             else:
                 others.append(e)  # compressed, encrypted with padding, or tails: RGW must do it
-        rets = await self._rados_many(self._data.remove_many, [o for _, o in remove])
+        rets: list[Any] = []
+        for chunk in _chunks([o for _, o in remove], self._cap.chunk(len(remove))):
+            await self._cap.take(len(chunk))
+            rets.extend(await self._rados_many(self._data.remove_many, chunk))
         removed_bytes = 0
         for (e, obj), ret in zip(remove, rets):
             if ret not in (0, -errno.ENOENT):

@@ -264,6 +264,22 @@ def test_pacing_slows_the_purge_when_writes_are_slower_than_the_target(ceph_clus
     assert bucket_stats(ceph_cluster, b) is None
 
 
+@pytest.mark.parametrize("method", ["s3", "direct"])
+def test_a_rate_capped_purge_finishes_clean_at_its_cap(ceph_cluster, s3, bucket_name, tmp_path, method):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 60, size=512)
+    marker = bucket_stats(ceph_cluster, b)["marker"]
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--method", method, "--max-rate", "20", "--yes",
+                         "--json").stdout)
+    assert doc["ok"], doc["checks"]
+    assert doc["counters"]["objects_deleted"] == 60 and doc["pacing"]["max_objects_per_s"] == 20.0
+    # The cap's own guarantee, not a speed: 60 objects in slots of 20 a second take 2 s at least.
+    assert doc["elapsed_s"] >= 2.0
+    assert bucket_stats(ceph_cluster, b) is None
+    assert_nothing_left(ceph_cluster, marker)
+
+
 def test_age_filtered_purge_deletes_exactly_the_old_objects(ceph_cluster, s3, bucket_name, tmp_path):
     """--prefix with --older-than, through S3: the listing decides, and each match is HEADed
     again before its batch. Against the real RGW that re-check must keep nothing that did not

@@ -47,6 +47,7 @@ def env(tmp_path, monkeypatch):
     (["good-bucket", "--prefix", "50%"], "contains '%'"),
     (["good-bucket", "--older-than", "soon"], "not like 30s"),
     (["prod-main"], "is protected"),
+    (["good-bucket", "--max-rate", "-5"], "--max-rate"),
 ])
 def test_refused_before_anything_is_sent(env, capsys, args, message):
     world, flags, opened = env
@@ -85,6 +86,20 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env, capsys, tmp_path):
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["dry_run"] is True and doc["method"] == "direct" and len(doc["commands"]) > 5
+
+
+def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
+    world, flags, _ = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--max-rate", "25"]) == 0
+    assert "rate cap: at most 25 objects/s" in capsys.readouterr().out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--max-rate", "25"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_objects_per_second"] == 25.0
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--method", "admin-purge",
+                         "--max-rate", "25"]) == 0
+    assert "does not apply to method admin-purge" in capsys.readouterr().out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["pacing"]["max_objects_per_s"] == 1000.0 and not world.exists
 
 
 def test_purge_with_yes_prints_a_json_summary(env, capsys, tmp_path):

@@ -16,7 +16,7 @@ from rgwkeeper.purge import CheckpointStore, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, PurgeExecutor, PurgeFailed, Settings
-from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer
+from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap
 from rgwkeeper.purge.plan import PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
@@ -566,3 +566,61 @@ def test_injected_crash_kills_the_process_right_after_the_nth_cursor_reaches_dis
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert Checkpoint(path).load().cursor == {"start_after": "k1"}
+
+
+def test_rate_cap_spaces_requests_evenly():
+    now, slept = [0.0], []
+
+    async def sleep(s):
+        slept.append(round(s, 6))
+        now[0] += s
+
+    async def scenario():
+        cap = RateCap(10.0, clock=lambda: now[0], sleep=sleep)
+        assert cap.chunk(1000) == 10 and cap.chunk(4) == 4
+        for n in (10, 10, 5, 10):
+            await cap.take(n)
+        assert slept == [1.0, 1.0, 0.5]  # the first goes at once; each reserves n / rate after it
+        now[0] += 60  # idle for a minute: no burst of saved-up credit afterwards
+        await cap.take(10)
+        await cap.take(10)
+        assert slept[-1] == 1.0 and len(slept) == 4
+        off = RateCap(0.0, clock=lambda: now[0], sleep=sleep)
+        assert off.chunk(1000) == 1000 and off.chunk(0) == 1
+        await off.take(10_000)
+        assert len(slept) == 4
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("method", ["s3", "direct"])
+def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
+    w = World(extra_plain=40, page_size=10)
+    p, io, cp, bulks = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
+    now, slept = [0.0], []
+
+    async def sleep(s):  # the cap's waits move the injected clock; nothing else does
+        slept.append(s)
+        now[0] += s
+
+    data, sizes = io.bulk(DATA), []
+    remove_many = data.remove_many
+
+    async def recorded(objs, *, window):
+        sizes.append(len(objs))
+        return await remove_many(objs, window=window)
+
+    data.remove_many = recorded  # type: ignore[method-assign]
+    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_s=8.0)
+    report = run(p, io, cp, settings=settings, clock=lambda: now[0], sleep=sleep)
+    assert report.ok, report.checks
+    assert report.pacing["max_objects_per_s"] == 8.0
+    batches = [line for line in w.log if line.startswith("S3 DeleteObjects")]
+    assert batches and all(line.count("'") // 2 <= 8 for line in batches)
+    deleted = report.counters["objects_deleted"] + report.counters.get("delete_markers_deleted", 0)
+    assert deleted > 40
+    if method == "direct":
+        removals = [line for line in w.log if line.startswith(f"rados rm {DATA}/")]
+        assert len(removals) >= 40 and max(sizes) <= 8  # head-only objects through RADOS, in capped chunks
+    # Every object but the first request's took its slot: at most 8 a second on the clock.
+    assert sum(slept) >= (deleted - 8) / 8 - 1e-9
