@@ -10,6 +10,7 @@ load and to list every field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import tomllib
 import types
@@ -199,7 +200,8 @@ class PurgeSection:
     max_objects_per_second: float = opt(
         0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of about one "
         "second's worth), for the s3 and direct methods; pacing may go slower still. radosgw-admin and "
-        "lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap.",
+        "lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap, "
+        "else at least 0.01.",
         min=0.0, max=1_000_000.0)
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
@@ -285,6 +287,11 @@ class LoadgenSection:
         "slowest second by more than max_p99_increase that windows alike would show it with a probability "
         "below this (a rank test: catches a disturbance shorter than the window). Seconds are correlated, "
         "so the p value is optimistic: a quiet run here reached p = 0.047.", min=0.0001, max=0.5)
+    slow_second_increase: float | None = opt(
+        None, "Verdict: how much slower than the baseline's slowest second (p99) a window's second must be "
+        "to count as slow in the slow-seconds check, as a fraction (1.0 = twice as slow). Unset: "
+        "max_p99_increase. Set it apart when quiet runs make you raise max_p99_increase: the baseline's "
+        "slowest second already stands for its tail, so this one need not grow with it.", min=0.0, max=100.0)
     confidence: float = opt(
         0.95, "Verdict: confidence level of the bootstrap intervals.", min=0.5, max=0.999)
     resamples: int = opt(
@@ -359,6 +366,9 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
     return Config(**sections)
 
 
+# The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).
+MIN_PURGE_RATE = 0.01
+
 _WINDOW_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -371,6 +381,10 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     g = sections.get("gates")
     if g is not None and g.maintenance_window is not None and not _WINDOW_RE.match(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
+    pu = sections.get("purge")
+    if pu is not None and 0 < pu.max_objects_per_second < MIN_PURGE_RATE:
+        out.append(f"purge.max_objects_per_second must be 0 (no cap) or at least {MIN_PURGE_RATE}, "
+                   f"got {pu.max_objects_per_second}")
     ps = sections.get("preshard")
     for i, p in enumerate(ps.plans if ps is not None else []):
         out.extend(f"preshard.plans[{i}]: {e}" for e in _plan_errors(p))
@@ -459,6 +473,8 @@ def _type_name(tp: Any) -> str:
 def _check(tp: Any, meta: Any, value: Any) -> str | None:
     if not _type_ok(tp, value):
         return f"must be {_type_name(tp)}, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"  # TOML allows nan and inf
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         lo, hi = meta.get("min"), meta.get("max")
         if lo is not None and value < lo:

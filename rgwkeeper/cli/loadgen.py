@@ -102,7 +102,7 @@ def tolerances(cfg: config_mod.Config) -> analysis.Tolerances:
         max_rate_drop=c.max_rate_drop, max_cv_increase=c.max_cv_increase, max_p99_increase=c.max_p99_increase,
         max_errors=c.max_errors, max_baseline_cv=c.max_baseline_cv, min_window_s=c.min_window,
         min_op_samples=c.min_op_samples, block_s=c.block, confidence=c.confidence, resamples=c.resamples,
-        slow_seconds_alpha=c.slow_seconds_alpha)
+        slow_seconds_alpha=c.slow_seconds_alpha, slow_second_increase=c.slow_second_increase)
 
 
 def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: float | None) -> RunSpec:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -16,11 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_bytes, human_duration
+from rgwkeeper.config import MIN_PURGE_RATE
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
-from rgwkeeper.purge.plan import METHODS, PurgeRequest, check_protected, parse_duration, parse_size
+from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, parse_duration, parse_size
 
 
 def _confirm(lines: list[str], expected: str, yes: bool) -> None:
@@ -66,6 +68,14 @@ class _Bar:
                              freed=f"{human_bytes(p.bytes_done)} freed")
 
 
+def _check_rate(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    # FloatRange lets nan through (every comparison with it is false).
+    if value is not None and (not math.isfinite(value) or 0 < value < MIN_PURGE_RATE):
+        raise click.BadParameter(f"must be 0 (no cap) or a number of objects a second from {MIN_PURGE_RATE}, "
+                                 f"got {value}")
+    return value
+
+
 def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return asyncio.run(fn(*args, **kwargs))
 
@@ -79,7 +89,7 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--smaller-than", help="only objects smaller than this many bytes")
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
               help="how to delete (docs/purge.md); auto explains its choice in the plan")
-@click.option("--max-rate", type=click.FloatRange(0, 1_000_000), default=None,
+@click.option("--max-rate", type=click.FloatRange(0, 1_000_000), default=None, callback=_check_rate,
               help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
                    "[default: purge.max_objects_per_second]")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
@@ -110,28 +120,39 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
-        capped = cap > 0 and plan.method in ("s3", "direct")
+        capped = cap > 0 and plan.method in RATE_CAPPED_METHODS
+        if cap > 0 and not capped:
+            if max_rate is not None:
+                raise UsageError(f"--max-rate applies to the {' and '.join(RATE_CAPPED_METHODS)} methods; method "
+                                 f"{plan.method} runs at RGW's own pace: choose another --method or drop "
+                                 "--max-rate (nothing was changed)")
+            click.echo(f"rgwkeeper: note: purge.max_objects_per_second ({cap:g}) does not apply to method "
+                       f"{plan.method}: it runs at RGW's own pace", err=True)
         if dry_run:
             if as_json:
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
-                           "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap or None})
+                           "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None})
             else:
                 if prepared.resuming:
                     click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
                 click.echo("\n".join(plan.show(io.rgw.argv)))
-                if cap > 0:
-                    click.echo(f"rate cap: at most {cap:g} objects/s" if capped else
-                               f"rate cap: {cap:g} objects/s does not apply to method {plan.method} (RGW's own pace)")
+                if capped:
+                    click.echo(f"rate cap: at most {cap:g} objects/s")
                 click.echo("dry run: nothing was changed")
             return
         p = plan.profile
-        _confirm([f"About to purge {p.bucket} ({request.describe()}) with method {plan.method}:",
-                  f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
-                  f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
-                 + ([f"  resuming an interrupted purge at step {prepared.state.step + 1}"]  # type: ignore[union-attr]
-                    if prepared.resuming else [])
-                 + ([f"  at most {cap:g} objects/s: about {human_duration(p.num_objects / cap)}"] if capped else []),
-                 p.bucket, yes)
+        lines = [f"About to purge {p.bucket} ({request.describe()}) with method {plan.method}:",
+                 f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
+                 f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
+        if prepared.resuming:
+            lines.append(f"  resuming an interrupted purge at step {prepared.state.step + 1}")  # type: ignore[union-attr]
+        if capped:
+            # The time only for a new purge of a whole bucket: a filter or a resume deletes an
+            # unknown part of num_objects.
+            whole = request.whole_bucket and not prepared.resuming
+            lines.append(f"  at most {cap:g} objects/s" +
+                         (f": about {human_duration(p.num_objects / cap)}" if whole else ""))
+        _confirm(lines, p.bucket, yes)
         with _Bar(enabled=True) as bar:
             report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update)
     finally:

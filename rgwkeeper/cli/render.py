@@ -29,11 +29,12 @@ def human_bytes(n: float) -> str:
 
 
 def human_duration(seconds: float) -> str:
-    """1 h 05 min, 12 min, 40 s."""
+    """1 h 05 min, 12 min, 40 s; minutes to the nearest (119 s is 2 min)."""
     s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 60} min" if s >= 60 else f"{s} s"
+    if s < 60:
+        return f"{s} s"
+    m = int(round(s / 60))
+    return f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
 def pct(x: float) -> str:

@@ -88,7 +88,7 @@ def settings_from(purge_cfg: Any) -> Settings:
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
                     rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,
                     checkpoint_interval_s=purge_cfg.checkpoint_interval,
-                    max_objects_per_s=purge_cfg.max_objects_per_second)
+                    max_objects_per_second=purge_cfg.max_objects_per_second)
 
 
 @dataclass

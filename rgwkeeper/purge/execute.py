@@ -33,7 +33,7 @@ from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
-from rgwkeeper.purge.plan import Plan, Step
+from rgwkeeper.purge.plan import RATE_CAPPED_METHODS, Plan, Step
 
 log = structlog.get_logger("rgwkeeper.purge")
 # A paced purge starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%
@@ -41,6 +41,8 @@ log = structlog.get_logger("rgwkeeper.purge")
 # p99 in the seconds before the first probes came back slow.
 PACED_START_FRACTION = 0.01
 PACED_LIST_PAGE = 200
+CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
+CAPPED_PAGE_MIN = 10
 RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, then may pause
 BEFORE_PROBES, BEFORE_PROBE_GAP_S = 9, 0.1  # a paced purge's first probes, before any change
 MIN_TARGET_S = 1e-4
@@ -77,7 +79,7 @@ class Settings:
     lc_busy_wait_s: float = 300.0
     lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
-    max_objects_per_s: float = 0.0  # 0: no cap (see pacing.RateCap)
+    max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
 
     @property
     def paced(self) -> bool:
@@ -144,7 +146,12 @@ class PurgeExecutor:
         self.on_progress = on_progress or (lambda p: None)
         self.clock = clock
         self.pacer = Pacer(settings.pace_write_latency_s, fraction=PACED_START_FRACTION if settings.paced else 1.0)
-        self._cap = RateCap(settings.max_objects_per_s, clock=clock, sleep=sleep)
+        cap = settings.max_objects_per_second
+        if cap > 0 and plan.method not in RATE_CAPPED_METHODS:
+            log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
+                        method=plan.method, max_objects_per_second=cap)
+            cap = 0.0
+        self._cap = RateCap(cap, clock=clock, sleep=sleep)
         self._before_probe_s: float | None = None
         self.t0 = clock()
         self._last_save = 0.0
@@ -341,7 +348,7 @@ class PurgeExecutor:
                     "samples": len(self.pacer.samples),
                     "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
                     "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}"),
-                    "max_objects_per_s": self.settings.max_objects_per_s or None},
+                    "max_objects_per_second": self._cap.rate or None},
             step_s=dict(self._step_s))
         self.state.status = "done" if report.ok else "failed"
         if not report.ok:
@@ -406,9 +413,7 @@ class PurgeExecutor:
                     tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep)))
                 else:
                     for chunk in _chunks(entries, self._batch_keys()):
-                        await self._cap.take(len(chunk))
-                        await limiter.acquire()
-                        tasks.append(asyncio.create_task(self._s3_batch(chunk, limiter, params)))
+                        tasks.append(await self._start_batch(chunk, limiter, params))
                 pending.append((resume_at, tasks))
                 await self._settle(pending, block=False, sweep=sweep)
             await self._settle(pending, block=True, sweep=sweep)
@@ -426,10 +431,21 @@ class PurgeExecutor:
             page_slots.release()
         batches = []
         for chunk in _chunks(others, self._batch_keys()):
-            await self._cap.take(len(chunk))
-            await limiter.acquire()
-            batches.append(asyncio.create_task(self._s3_batch(chunk, limiter)))
+            batches.append(await self._start_batch(chunk, limiter))
         await asyncio.gather(*batches)
+
+    async def _start_batch(self, chunk: list[dict[str, Any]], limiter: Limiter,
+                           params: Mapping[str, Any] | None = None) -> asyncio.Task[None]:
+        """Wait for a slot in flight, then for the cap's time slot, and send one DeleteObjects.
+        The cap comes second: a batch that waited for its time slot while every slot in flight
+        was busy would leave together with the next one."""
+        await limiter.acquire()
+        try:
+            await self._cap.take(len(chunk))
+        except BaseException:
+            await limiter.release()
+            raise
+        return asyncio.create_task(self._s3_batch(chunk, limiter, params))
 
     async def _settle(self, pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]], *, block: bool,
                       sweep: bool) -> None:
@@ -463,6 +479,8 @@ class PurgeExecutor:
                 size = self.plan.tuning.list_page_size
                 if self.settings.paced:  # a 1,000-key listing is itself a burst of RGW and index work
                     size = min(size, PACED_LIST_PAGE)
+                if self._cap.rate > 0:  # progress and the checkpoint move per page: a few seconds' work
+                    size = min(size, max(CAPPED_PAGE_MIN, int(self._cap.rate * CAPPED_PAGE_S)))
                 listing["it"] = (
                     self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=r.get("key_marker"),
                                                   version_marker=r.get("version_marker"), page_size=size)

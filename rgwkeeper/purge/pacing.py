@@ -18,6 +18,7 @@ Time is injected, so tests drive it without sleeping.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
@@ -126,13 +127,16 @@ class RateCap:
     ``take(n)`` reserves n/rate seconds of the schedule and waits for the start of its slot, so
     requests leave evenly spaced and the average never passes the cap. Measured (session 5,
     bench/purge_pacing.py, S3, 40 PUT/s of ingest): capped at 10-20 objects/s, ingest's p99
-    moved +10% to +80%, against +153% to +1768% unpaced. The probe-driven pacer, choosing its
-    own rate, was FAIL in 2 of 3 runs (+80%, +273%). A cap gives the operator a rate he chooses
-    and a purge time he knows in advance.
+    moved +10% to +80%, against +153% to +425% unpaced in the same runs (earlier runs up to
+    +1768%). The probe-driven pacer, choosing its own rate, was FAIL in 2 of 3 runs in
+    session 4 (+80%, +273%). A cap gives the operator a rate he chooses and a purge time he
+    knows in advance.
     """
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if not math.isfinite(rate) or rate < 0:
+            raise ValueError(f"a rate cap must be a finite number of objects a second, 0 for none; got {rate}")
         self.rate = rate
         self._clock = clock
         self._sleep = sleep

@@ -45,6 +45,9 @@ from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER
 from rgwkeeper.purge.profile import BucketProfile
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
+#: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;
+#: radosgw-admin bucket rm and lc process run at RGW's own pace.
+RATE_CAPPED_METHODS = ("direct", "s3")
 
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
 #: with "_") and the metadata removal of the direct method were checked against a real

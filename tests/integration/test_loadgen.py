@@ -8,14 +8,14 @@
   and is judged;
 - the same seed writes the same keys, sizes and bytes.
 
-Tolerances here are wider than the shipped defaults: this 2-core machine is shared with other
-engineers' clusters, and a quiet 20 s window of closed-loop PUT has a per-second CV of 0.15-0.3
-(the interval of a median shift is then +-15% or more; see tests/unit/test_loadgen_analysis.py
-on a recorded run). The verify tests use an open loop (its rate is steady) and tolerate p99
-doubling (which also sets the slow-seconds threshold: twice the baseline's slowest second).
-The quiet run: INCONCLUSIVE earns another try, and so does FAIL in a window during which PGs
-were scrubbed (not a control run); FAIL in a window without scrubs fails at once. The purge run:
-anything but FAIL earns one more try.
+Tolerances here are wider than the shipped defaults, calibrated on quiet runs (TEST_CONFIG):
+this 2-core machine is shared with other engineers' clusters, and a quiet 20 s window of
+closed-loop PUT has a per-second CV of 0.15-0.3 (the interval of a median shift is then +-15%
+or more; see tests/unit/test_loadgen_analysis.py on a recorded run). The verify tests use an
+open loop (its rate is steady) and a p99 limit of +200%; the slow-seconds check counts seconds
+over twice the baseline's slowest. The quiet run: up to four runs until a PASS; one FAIL with no
+PG scrubbed is allowed (a FAIL while PGs were scrubbed is not a control run and is not counted),
+a second fails the test. The purge run: anything but FAIL earns one more try.
 """
 
 from __future__ import annotations
@@ -46,12 +46,15 @@ from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
 # quiet 20 s windows of the test cluster differ in PUT p99 by up to +129%, and +273% when one of
 # its own bursts lands in the window; an unpaced purge makes it +400% to +1104% (re-judged
 # verify results of both). So the p99 limit is +200%, not the +100% that judged quiet CI runs FAIL.
+# The slow-seconds check keeps counting seconds over twice the baseline's slowest (its threshold
+# before the calibration): the +273% burst was one such second, an unpaced purge shows 5-9.
 TEST_CONFIG = """
 [loadgen]
 warmup = 3.0
 max_rate_drop = 0.30
 max_cv_increase = 0.25
 max_p99_increase = 2.0
+slow_second_increase = 1.0
 max_baseline_cv = 0.5
 min_window = 10.0
 min_op_samples = 100
@@ -245,8 +248,8 @@ class _HostCpu:
 def test_verify_passes_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
     """PASS for a window with no maintenance, and a quiet window rarely judged FAIL.
 
-    The quiet cluster is not stationary: its own bursts (one second of PUTs at 94 ms, then ten
-    at 25 ms, against 10 ms before) land in a 20 s window at random. Measured on the dev
+    The quiet cluster is not stationary: its own bursts (per-second PUT p99 at 94 ms for one
+    second, then 25 ms for ten, against 10 ms before) land in a 20 s window at random. Measured on the dev
     cluster, 26 quiet runs judged with TEST_CONFIG: 23 PASS, 2 INCONCLUSIVE, 1 FAIL (p99 +273%,
     that burst); the CI run that failed this test (at a +100% limit) had a quiet run at +129%.
     So one FAIL in a quiet run is allowed, and not counted at all when PGs were scrubbed during

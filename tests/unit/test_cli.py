@@ -12,7 +12,7 @@ from rich.console import Console
 
 from rgwkeeper.cli.main import cli
 from rgwkeeper.cli.common import run_cli
-from rgwkeeper.cli.render import group_errors, render_status
+from rgwkeeper.cli.render import group_errors, human_duration, render_status
 from rgwkeeper.snapshot import parse
 from tests.unit.fakes import load_fixture
 
@@ -121,3 +121,11 @@ def test_every_command_resolves_and_purge_imports_no_load_generator():
             "print(sorted(m for m in ('numpy', 'matplotlib', 'apscheduler', 'hdrh') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (0.4, "0 s"), (59.4, "59 s"), (60, "1 min"), (89, "1 min"), (119, "2 min"),
+    (3569, "59 min"), (3571, "1 h 00 min"), (3600 + 5 * 60 + 29, "1 h 05 min"), (26 * 3600, "26 h 00 min"),
+])
+def test_human_duration_rounds_to_the_nearest_minute(seconds, text):
+    assert human_duration(seconds) == text

@@ -50,6 +50,19 @@ def test_ints_are_accepted_for_floats_and_bools_are_not_ints():
         config.parse({"observe": {"osd_parallelism": True}})
 
 
+@pytest.mark.parametrize("value,expected", [
+    ("nan", "purge.max_objects_per_second must be a finite number"),
+    ("inf", "purge.max_objects_per_second must be a finite number"),
+    ("0.001", "purge.max_objects_per_second must be 0 (no cap) or at least 0.01"),
+])
+def test_a_rate_cap_must_be_finite_and_usable(tmp_path, value, expected):
+    p = tmp_path / "c.toml"
+    p.write_text(f"[purge]\nmax_objects_per_second = {value}\n")  # TOML itself accepts nan and inf
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        config.load(p)
+    assert config.parse({"purge": {"max_objects_per_second": 0.01}}).purge.max_objects_per_second == 0.01
+
+
 def test_missing_explicit_file_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         config.load(tmp_path / "nope.toml")

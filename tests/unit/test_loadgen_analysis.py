@@ -273,3 +273,15 @@ def test_slow_seconds_needs_seconds_with_enough_requests():
     dense = A.per_second(synth([40] * 20, median_ms=15.0), 20).ops["PUT"].hist
     same = A.slow_seconds_check("PUT", dense[:10], dense[:10], tol)
     assert same.outcome == A.PASS and same.estimate == 0 and "p = 1.000" in same.text
+
+
+def test_slow_second_increase_sets_the_slow_seconds_threshold_apart_from_the_p99_limit():
+    base = synth([40] * 20, median_ms=15.0, seed=3)
+    calm = synth([40] * 15, start_s=20, median_ms=15.0, seed=4)
+    spike = synth([40] * 5, start_s=35, median_ms=150.0, seed=6)
+    h = A.per_second(np.concatenate([base, calm, spike]), 40).ops["PUT"].hist
+    wide = A.Tolerances(max_p99_increase=10.0, slow_seconds_alpha=0.05)
+    # Tied to a p99 limit of +1000%, 150 ms seconds do not count against a ~30 ms baseline worst.
+    assert A.slow_seconds_check("PUT", h[:20], h[20:], wide).estimate == 0
+    apart = A.slow_seconds_check("PUT", h[:20], h[20:], A.Tolerances(**{**wide.__dict__, "slow_second_increase": 1.0}))
+    assert apart.outcome == A.FAIL and apart.estimate == 5 and "+100%" in apart.text

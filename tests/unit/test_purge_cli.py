@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,12 +95,38 @@ def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
     assert "rate cap: at most 25 objects/s" in capsys.readouterr().out
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--max-rate", "25"]) == 0
     assert json.loads(capsys.readouterr().out)["max_objects_per_second"] == 25.0
-    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--method", "admin-purge",
-                         "--max-rate", "25"]) == 0
-    assert "does not apply to method admin-purge" in capsys.readouterr().out
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["ok"] is True and doc["pacing"]["max_objects_per_s"] == 1000.0 and not world.exists
+    assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] == 1000.0 and not world.exists
+
+
+def test_max_rate_with_a_method_it_cannot_hold_is_refused_before_any_change(env, capsys):
+    world, flags, _ = env
+    before = json.dumps(world.current_stats(), sort_keys=True)
+    for extra in ([], ["--dry-run"]):
+        assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--method", "admin-purge",
+                             "--max-rate", "25", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "--max-rate applies to the direct and s3 methods" in err and "Traceback" not in err
+    assert json.dumps(world.current_stats(), sort_keys=True) == before and world.exists
+
+
+def test_a_configured_cap_that_does_not_apply_is_noted_not_reported(env, capsys):
+    world, flags, _ = env
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text() + "max_objects_per_second = 25.0\n")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--method", "admin-purge"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["max_objects_per_second"] is None
+    assert "purge.max_objects_per_second (25) does not apply to method admin-purge" in out.err
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "0.001", "-1"])
+def test_max_rate_must_be_a_usable_finite_number(env, capsys, rate):
+    world, flags, _ = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--max-rate", rate]) == 2
+    err = capsys.readouterr().err
+    assert "--max-rate" in err and "Traceback" not in err and world.exists
 
 
 def test_purge_with_yes_prints_a_json_summary(env, capsys, tmp_path):

@@ -593,6 +593,48 @@ def test_rate_cap_spaces_requests_evenly():
     asyncio.run(scenario())
 
 
+def test_rate_cap_spaces_concurrent_callers_and_rates_below_one():
+    now, starts = [0.0], []
+
+    async def sleep(s):  # yields, so the other callers reserve while one waits; wakes at its time
+        wake = now[0] + s
+        await asyncio.sleep(0)
+        now[0] = max(now[0], wake)
+
+    async def caller(cap, n):
+        await cap.take(n)
+        starts.append(now[0])
+
+    async def scenario():
+        cap = RateCap(4.0, clock=lambda: now[0], sleep=sleep)
+        await asyncio.gather(*(caller(cap, 2) for _ in range(4)))
+        # Four callers at once get four distinct slots, half a second apart, not one burst.
+        assert sorted(starts) == [0.0, 0.5, 1.0, 1.5]
+        slow = RateCap(0.25, clock=lambda: now[0], sleep=sleep)  # one object every 4 s
+        assert slow.chunk(1000) == 1
+        starts.clear()
+        t0 = now[0]
+        for _ in range(3):
+            await caller(slow, 1)
+        assert [round(t - t0, 6) for t in starts] == [0.0, 4.0, 8.0]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("rate", [float("nan"), float("inf"), -1.0])
+def test_rate_cap_refuses_a_rate_that_is_not_a_finite_number(rate):
+    with pytest.raises(ValueError, match="finite number"):
+        RateCap(rate)
+
+
+def test_a_cap_does_not_apply_to_radosgw_admin_methods_and_is_not_reported(tmp_path):
+    w = World(extra_plain=5)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="admin-purge"))
+    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, max_objects_per_second=8.0))
+    assert report.ok, report.checks
+    assert report.pacing["max_objects_per_second"] is None
+
+
 @pytest.mark.parametrize("method", ["s3", "direct"])
 def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
     w = World(extra_plain=40, page_size=10)
@@ -611,10 +653,10 @@ def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
         return await remove_many(objs, window=window)
 
     data.remove_many = recorded  # type: ignore[method-assign]
-    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_s=8.0)
+    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=8.0)
     report = run(p, io, cp, settings=settings, clock=lambda: now[0], sleep=sleep)
     assert report.ok, report.checks
-    assert report.pacing["max_objects_per_s"] == 8.0
+    assert report.pacing["max_objects_per_second"] == 8.0
     batches = [line for line in w.log if line.startswith("S3 DeleteObjects")]
     assert batches and all(line.count("'") // 2 <= 8 for line in batches)
     deleted = report.counters["objects_deleted"] + report.counters.get("delete_markers_deleted", 0)
@@ -624,3 +666,19 @@ def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
         assert len(removals) >= 40 and max(sizes) <= 8  # head-only objects through RADOS, in capped chunks
     # Every object but the first request's took its slot: at most 8 a second on the clock.
     assert sum(slept) >= (deleted - 8) / 8 - 1e-9
+
+
+def test_a_capped_purge_lists_pages_of_a_few_seconds_so_its_checkpoint_moves(tmp_path):
+    w = World(extra_plain=40, page_size=1000)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="s3"))
+    now = [0.0]
+
+    async def sleep(s):
+        now[0] += s
+
+    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=2.0),
+                 clock=lambda: now[0], sleep=sleep)
+    assert report.ok, report.checks
+    lists = [line for line in w.log if line.startswith("S3 ListObjectsV2")]
+    # 2 objects/s: pages of 10 keys (5 s of deletes, the least), not one page of 1000.
+    assert len(lists) >= report.counters["objects_deleted"] // 10
