@@ -36,6 +36,7 @@ def _up(args: argparse.Namespace) -> int:
             "RGWKEEPER_TEST_KEYRING": str(info.keyring),
             "RGWKEEPER_TEST_RGW_ENDPOINT": info.rgw_endpoint,
             "RGWKEEPER_TEST_RGW_CREDENTIALS": str(info.credentials_file),
+            **({"RGWKEEPER_TEST_TOOLS_DIR": str(info.tools_dir)} if info.tools_dir else {}),
         }
         text = "".join(f"export {k}={v}\n" for k, v in env.items())
         if args.info_file:

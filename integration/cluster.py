@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import os
 import shutil
 import socket
@@ -108,6 +109,8 @@ class ClusterOptions:
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: Make bootstrap.sh fail at this step (tests of the harness's own failure handling).
     fail_at_step: str = ""
+    #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef).
+    suite: str = field(default_factory=lambda: image_mod.SUITE)
 
     def conf_sections(self) -> dict[str, dict[str, str]]:
         sections = {k: dict(v) for k, v in BASE_OPTIONS.items()}
@@ -130,6 +133,17 @@ class ClusterInfo:
     fsid: str = ""
     log_dir: Path | None = None
     container_id: str | None = None
+    #: Put first on PATH for the cluster's own radosgw-admin (run inside its container) when
+    #: its release is not the host's: radosgw-admin runs lc process, GC and bucket removal in
+    #: its own process, so it must be the cluster's release (tracker 53430 lives there).
+    tools_dir: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        """The environment for a subprocess that talks to this cluster (PATH for tools_dir)."""
+        env = dict(os.environ)
+        if self.tools_dir is not None:
+            env["PATH"] = f"{self.tools_dir}{os.pathsep}{env.get('PATH', '')}"
+        return env
 
     def credentials(self) -> tuple[str, str]:
         data = tomllib.loads(self.credentials_file.read_text())
@@ -216,6 +230,7 @@ def external_from_env() -> ClusterInfo | None:
         credentials_file=Path(os.environ["RGWKEEPER_TEST_RGW_CREDENTIALS"]),
         external=True,
         log_dir=keyring.parent / "log" if own else None,
+        tools_dir=Path(os.environ["RGWKEEPER_TEST_TOOLS_DIR"]) if os.environ.get("RGWKEEPER_TEST_TOOLS_DIR") else None,
     )
 
 
@@ -226,7 +241,8 @@ class ContainerCluster:
                  cache_dir: Path = CACHE_DIR) -> None:
         self.options = options or ClusterOptions()
         self.cache_dir = cache_dir
-        self.run_dir = run_root / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        suffix = "" if self.options.suite == image_mod.HOST_SUITE else f"-{self.options.suite}"
+        self.run_dir = run_root / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{suffix}"
         self.engine: engine_mod.Engine | None = None
         self.client: docker.DockerClient | None = None
         self.container_id: str | None = None
@@ -250,7 +266,7 @@ class ContainerCluster:
             _sweep_stale(self.client, self.run_dir.parent)
             _sweep_old_failed_runs(self.run_dir.parent)
             t1 = time.monotonic()
-            image = image_mod.ensure_image(self.client, self.cache_dir)
+            image = image_mod.ensure_image(self.client, self.cache_dir, self.options.suite)
             self.timings["image_s"] = time.monotonic() - t1
             t2 = time.monotonic()
             self.info = self._run_container(image)
@@ -369,9 +385,31 @@ class ContainerCluster:
             conf=host_conf, keyring=keyring, rgw_endpoint=f"http://127.0.0.1:{rgw_port}",
             credentials_file=creds, external=False, fsid=fsid, log_dir=cdir / "log",
             container_id=container.id,
+            tools_dir=None if self.options.suite == image_mod.HOST_SUITE else self._write_tools(container.id),
         )
         wait_healthy(info, self.options.num_osds, HEALTHY_TIMEOUT_S)
         return info
+
+
+    def _write_tools(self, container_id: str) -> Path:
+        """radosgw-admin as the cluster's release: the same argv, run in its container, whose
+        /etc/ceph holds its own conf and admin keyring (the host's --conf/--keyring paths are
+        dropped; nothing secret is in argv)."""
+        assert self.engine is not None
+        tools = self.run_dir / "bin"
+        tools.mkdir(parents=True, exist_ok=True)
+        script = tools / "radosgw-admin"
+        script.write_text(
+            "#!/bin/bash\n"
+            "args=(); skip=0\n"
+            'for a in "$@"; do\n'
+            "  if ((skip)); then skip=0; continue; fi\n"
+            '  case "$a" in --conf|--keyring|-c|-k) skip=1; continue;; --conf=*|--keyring=*) continue;; esac\n'
+            '  args+=("$a")\n'
+            "done\n"
+            f'exec docker -H {shlex.quote(self.engine.base_url)} exec -i {container_id} radosgw-admin "${{args[@]}}"\n')
+        script.chmod(0o755)
+        return tools
 
 
 def wait_healthy(info: ClusterInfo, num_osds: int, timeout: float) -> None:

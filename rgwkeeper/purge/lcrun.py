@@ -7,9 +7,14 @@ take the shard lock returns EBUSY. RGW's own LC thread holds entries during
 ``rgw_lifecycle_work_time`` (all the time when ``rgw_lc_debug_interval`` > 0). Used from Quincy
 on only: Pacific's lc process ignores ``--bucket`` altogether (tracker 53430; see expire.py).
 
-So after each run the bucket's entry (``radosgw-admin lc list``) is read back: a run that
-processed the bucket stamps ``started`` with its own start time. If it did not, the entry is
-held by another worker: wait, run again, until ``busy_wait_s`` has passed.
+So the bucket's entry (``radosgw-admin lc list``) is read before and after each run. The
+single-bucket path (``RGWLC::process_bucket``) sets the entry PROCESSING, runs the bucket, then
+COMPLETE (FAILED if the bucket's run failed); unlike the all-shards path it never stamps
+``started``. Measured on Reef 18.2.7: after a run that expired the bucket's objects the entry
+read ``COMPLETE`` with ``started`` still 1 Jan 1970. A run counts when the entry was not
+PROCESSING before it (another worker's "ACTIVE entry", which makes it return at once) and reads
+COMPLETE after it, or when ``started`` moved past the run's start (RGW's own worker processed it
+since). Otherwise: wait, run again, until ``busy_wait_s`` has passed.
 """
 
 from __future__ import annotations
@@ -57,17 +62,26 @@ def started_s(entry: dict[str, Any]) -> float | None:
         return None
 
 
-def ran_since(entry: dict[str, Any] | None, t0: float) -> tuple[bool, str]:
-    """Did a run started at ``t0`` process the bucket, judging by its entry? And if not, why."""
-    if entry is None:
+def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: float) -> tuple[bool, str]:
+    """Did a run started at ``t0`` process the bucket, judging by its entry before and after?
+    And if not, why. A run that processed it and failed raises."""
+    if after is None:
         return True, ""  # no entry to judge by (no lifecycle configuration): nothing was held
-    started = started_s(entry)
-    # ``started`` has whole seconds: a run of ours stamps at least floor(t0). The status alone
-    # says little: RGW's worker sets every entry of a shard back to UNINITIAL when it starts a
-    # new lifecycle day (bucket_lc_prepare), every rgw_lc_debug_interval seconds on test clusters.
+    started = started_s(after)
+    # ``started`` has whole seconds; only a run through all shards (RGW's own worker) stamps it.
     if started is not None and started >= int(t0):
         return True, ""
-    return False, f"its lifecycle entry is {entry.get('status')} since {entry.get('started')} (another LC worker)"
+    held = before is not None and before.get("status") == "PROCESSING"
+    if not held and after.get("status") == "COMPLETE":
+        return True, ""
+    if not held and after.get("status") == "FAILED":
+        raise CephError("lc process", "the bucket's lifecycle run failed (lc list: FAILED); the RGW log "
+                        "(debug_rgw 5, 'RGWLC::process_bucket') says why")
+    # PROCESSING: another worker has it. UNINITIAL: RGW's worker reset the shard for a new
+    # lifecycle day (bucket_lc_prepare) meanwhile; run again to be sure.
+    if held:
+        return False, f"another LC worker had its lifecycle entry (PROCESSING since {before.get('started')})"  # type: ignore[union-attr]
+    return False, f"its lifecycle entry is {after.get('status')} since {after.get('started')} (another LC worker)"
 
 
 async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, busy_wait_s: float,
@@ -79,12 +93,13 @@ async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, 
         poll_s = min(2.0, busy_wait_s / 10)
     deadline = clock() + busy_wait_s
     while True:
+        before = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
         t0 = clock()
         result.runs += 1
         try:
             await rgw.run(*rgwa.lc_process_args(bucket), timeout=timeout_s)
-            entry = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
-            ran, why = ran_since(entry, t0)
+            after = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
+            ran, why = ran_since(before, after, t0)
         except CommandFailed as exc:
             if "(16)" not in exc.stderr and "busy" not in exc.stderr.lower():  # EBUSY: another worker has the shard lock
                 raise

@@ -51,8 +51,9 @@ RATE_CAPPED_METHODS = ("direct", "s3")
 
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
 #: with "_") and the metadata removal of the direct method were checked against a real
-#: cluster (16.2.15). Elsewhere the planner falls back to S3 and says why.
-DIRECT_VERIFIED_RELEASES = ("pacific",)
+#: cluster (16.2.15, and 18.2.7 in tests/integration/test_reef.py). Elsewhere the planner
+#: falls back to S3 and says why.
+DIRECT_VERIFIED_RELEASES = ("pacific", "reef")
 
 # Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (FIELD-NOTES;
 # bench/purge.py measures them again side by side).

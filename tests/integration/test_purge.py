@@ -32,7 +32,8 @@ def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 
     argv = [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
             "--keyring", str(cluster.keyring), "--rgw-endpoint", cluster.rgw_endpoint,
             "--rgw-credentials", str(cluster.credentials_file), "--timeout", "30", *args[1:]]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=cluster.env())
     if check and proc.returncode != 0:
         raise AssertionError(f"rgwkeeper {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
     return proc
@@ -40,7 +41,7 @@ def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 
 
 def radosgw_admin(cluster, *args: str) -> Any:
     proc = subprocess.run(["radosgw-admin", "--conf", str(cluster.conf), "--keyring", str(cluster.keyring),
-                           *args], capture_output=True, text=True, timeout=120)
+                           *args], capture_output=True, text=True, timeout=120, env=cluster.env())
     return proc
 
 
@@ -201,7 +202,7 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
             "--rgw-credentials", str(ceph_cluster.credentials_file), b, "--method", method, "--yes"]
     # The purge kills itself (SIGKILL: no cleanup at all) right after its second page's checkpoint
     # reaches the disk: polling the file from here lost that race to a fast direct purge in CI.
-    env = {**os.environ, "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS": "2"}
+    env = {**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS": "2"}
     proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=240)
     assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
@@ -230,7 +231,8 @@ def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_na
             "--rgw-credentials", str(ceph_cluster.credentials_file), b, "--method", "s3", "--yes", "--json"]
     err = tmp_path / "stderr"
     with open(err, "w") as err_f:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, stdin=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, stdin=subprocess.DEVNULL, text=True,
+                                env=ceph_cluster.env())
         try:
             deadline = time.monotonic() + 120
             while not any(json.loads(f.read_text() or "{}").get("cursor")

@@ -90,10 +90,12 @@ class World:
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
         self.fail_delete_keys: set[str] = set()
         self.metadata_caps = True  # False: the admin user lacks metadata=read
-        # The bucket's lifecycle entry as `lc list` shows it (captured shape), and how many
-        # lc process runs find it held by another LC worker (skipped, exit 0) or its shard
-        # locked (EBUSY, exit 1) before one gets through.
-        self.lc_entry = {**fx["lc_list_uninitial"][0], "bucket": f":{self.bucket}:{self.marker}"}
+        # The bucket's lifecycle entry as `lc list` shows it (captured on Reef, where the
+        # single-bucket lc process runs), and how many lc process runs find it held by another
+        # LC worker (PROCESSING before and after; the run exits 0 having done nothing) or its
+        # shard locked (EBUSY, exit 1) before one gets through.
+        self.lc_fx = json.loads((Path(__file__).parents[1] / "fixtures/reef/lc.json").read_text())
+        self.lc_entry = {**self.lc_fx["lc_list_before_run"][0], "bucket": f":{self.bucket}:{self.marker}"}
         self.lc_held_runs = 0
         self.lc_busy_runs = 0
         self.rewrite_on_head: set[str] = set()
@@ -261,15 +263,20 @@ class FakeRunner:
                                         "resource busy\n", 0.0)
                 if w.lc_held_runs:  # RGWLC::process_bucket: "ACTIVE entry", returns 0 having done nothing
                     w.lc_held_runs -= 1
-                    w.lc_entry = {**w.fx["lc_list_complete"][0], "bucket": w.lc_entry["bucket"],
-                                  "status": "PROCESSING"}
+                    if not w.lc_held_runs:  # the other worker finishes after this run
+                        w.lc_entry = {**w.fx["lc_list_complete"][0], "bucket": w.lc_entry["bucket"]}
                     return ok()
                 w.lc_expire()
-                w.lc_entry = {**w.lc_entry, "status": "COMPLETE",
-                              "started": email.utils.formatdate(time.time(), usegmt=True)}
+                # Reef's single-bucket run: COMPLETE, `started` left as it was (captured).
+                w.lc_entry = {**w.lc_fx["lc_list_after_bucket_run"][0], "bucket": w.lc_entry["bucket"],
+                              "started": w.lc_entry["started"]}
                 return ok()
             case ["lc", "list"]:
-                return ok([w.lc_entry] if w.lifecycle else [])
+                entry = w.lc_entry
+                if w.lc_held_runs:  # another worker has it: PROCESSING, started when it began
+                    entry = {**entry, "status": "PROCESSING",
+                             "started": email.utils.formatdate(time.time() - 5, usegmt=True)}
+                return ok([entry] if w.lifecycle else [])
         raise UnexpectedCall(f"unexpected radosgw-admin call: {list(argv)}")
 
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import os
 import signal
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from rgwkeeper.errors import CephUnreachable, UsageError
-from rgwkeeper.purge import CheckpointStore, prepare
+from rgwkeeper.errors import CephError, CephUnreachable, UsageError
+from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, PurgeExecutor, PurgeFailed, Settings
@@ -682,3 +684,26 @@ def test_a_capped_purge_lists_pages_of_a_few_seconds_so_its_checkpoint_moves(tmp
     lists = [line for line in w.log if line.startswith("S3 ListObjectsV2")]
     # 2 objects/s: pages of 10 keys (5 s of deletes, the least), not one page of 1000.
     assert len(lists) >= report.counters["objects_deleted"] // 10
+
+
+def _reef_lc():
+    return json.loads((Path(__file__).parents[1] / "fixtures/reef/lc.json").read_text())
+
+
+def test_a_single_bucket_lc_run_is_read_back_from_its_status_not_its_start_stamp():
+    """Reef 18.2.7 (captured): lc process --bucket left `started` at 1970 and the entry COMPLETE."""
+    fx = _reef_lc()
+    before, after = fx["lc_list_before_run"][0], fx["lc_list_after_bucket_run"][0]
+    assert lcrun.started_s(after) == 0.0 and fx["objects_left_after_run"] == []
+    t0 = 1_795_000_000.0
+    assert lcrun.ran_since(before, after, t0) == (True, "")
+    held = {**before, "status": "PROCESSING", "started": "Mon, 23 Nov 2026 11:00:00 GMT"}
+    ran, why = lcrun.ran_since(held, after, t0)  # it finished, but another worker's run, begun before ours
+    assert not ran and "PROCESSING since Mon, 23 Nov 2026" in why
+    assert not lcrun.ran_since(before, {**after, "status": "PROCESSING"}, t0)[0]
+    assert not lcrun.ran_since(before, {**after, "status": "UNINITIAL"}, t0)[0]  # a new LC day reset the shard
+    stamped = {**after, "status": "UNINITIAL", "started": email.utils.formatdate(t0 + 1, usegmt=True)}
+    assert lcrun.ran_since(held, stamped, t0) == (True, "")  # RGW's own worker ran all shards since
+    with pytest.raises(CephError, match="lifecycle run failed"):
+        lcrun.ran_since(before, {**after, "status": "FAILED"}, t0)
+    assert lcrun.ran_since(None, None, t0) == (True, "")

@@ -310,3 +310,12 @@ def test_when_rgw_expires():
     # rgw_lc_debug_interval = 10: a "day" is 10 s from now.
     assert lc.expired(100, 1, 109, debug_interval_s=10) is False
     assert lc.expired(100, 1, 110, debug_interval_s=10) is True
+
+
+@pytest.mark.parametrize("release,method", [("pacific", "direct"), ("reef", "direct"), ("quincy", "s3"),
+                                            ("squid", "s3")])
+def test_direct_only_on_releases_whose_layout_was_checked_on_a_real_cluster(release, method):
+    p = plan(mixed(release=release), PurgeRequest("capture-mixed"), now=NOW)
+    assert p.method == method
+    if method == "s3":
+        assert "verified on pacific, reef only" in dict(p.rejected)["direct"]
