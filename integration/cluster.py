@@ -230,8 +230,19 @@ def external_from_env() -> ClusterInfo | None:
         credentials_file=Path(os.environ["RGWKEEPER_TEST_RGW_CREDENTIALS"]),
         external=True,
         log_dir=keyring.parent / "log" if own else None,
-        tools_dir=Path(os.environ["RGWKEEPER_TEST_TOOLS_DIR"]) if os.environ.get("RGWKEEPER_TEST_TOOLS_DIR") else None,
+        tools_dir=_tools_dir_from_env(),
     )
+
+
+def _tools_dir_from_env() -> Path | None:
+    value = os.environ.get("RGWKEEPER_TEST_TOOLS_DIR")
+    if not value:
+        return None
+    if not (Path(value) / "radosgw-admin").exists():
+        # Silently falling back to the host's radosgw-admin would run another release.
+        raise HarnessError("external cluster", f"RGWKEEPER_TEST_TOOLS_DIR={value} has no radosgw-admin "
+                           "(the `python -m integration up` that wrote it has ended?)")
+    return Path(value)
 
 
 class ContainerCluster:
@@ -407,7 +418,9 @@ class ContainerCluster:
             '  case "$a" in --conf|--keyring|-c|-k) skip=1; continue;; --conf=*|--keyring=*) continue;; esac\n'
             '  args+=("$a")\n'
             "done\n"
-            f'exec docker -H {shlex.quote(self.engine.base_url)} exec -i {container_id} radosgw-admin "${{args[@]}}"\n')
+            # No -i: radosgw-admin reads no input. A killed wrapper (a timeout) leaves the
+            # radosgw-admin inside running until it ends; teardown removes the container.
+            f'exec docker -H {shlex.quote(self.engine.base_url)} exec {container_id} radosgw-admin "${{args[@]}}"\n')
         script.chmod(0o755)
         return tools
 

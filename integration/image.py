@@ -8,7 +8,7 @@ through debootstrap's ``--include`` leaves the Ceph packages unconfigured), then
 import, ~660 MB.
 
 ``RGWKEEPER_TEST_DEBIAN_SUITE=trixie`` (or ``ClusterOptions(suite="trixie")``) builds the same
-recipe from trixie: Reef 18.2.7 when measured (about 100 s to build and boot here).
+recipe from trixie: Reef 18.2.7 when measured (about 65 s to build here, 33 s to boot).
 
 ``RGWKEEPER_CEPH_IMAGE`` names another image instead (for example an upstream
 ``quay.io/ceph/ceph`` tag where a registry is reachable); it is pulled if absent.
@@ -58,7 +58,8 @@ def recipe_tag(suite: str = SUITE) -> str:
 
 def ensure_image(client: docker.DockerClient, cache_dir: Path, suite: str = SUITE) -> str:
     """Return an image reference that exists in the engine, building it if needed."""
-    override = os.environ.get("RGWKEEPER_CEPH_IMAGE")
+    # The override names the session's image; another suite (test_reef) is built from its recipe.
+    override = os.environ.get("RGWKEEPER_CEPH_IMAGE") if suite == SUITE else None
     if override:
         try:
             client.images.get(override)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from integration.cluster import ClusterInfo, ContainerCluster, control_dir, external_from_env
+from integration.cluster import ClusterInfo, ClusterOptions, ContainerCluster, control_dir, external_from_env
 from integration.cluster import restart_rgw as _restart_rgw
 from integration.errors import HarnessError
 
@@ -45,15 +45,23 @@ def ceph_cluster() -> Iterator[ClusterInfo]:
     if external is not None:
         yield external
         return
+    yield from booted_cluster(ClusterOptions(), "cluster")
+
+
+def booted_cluster(options: ClusterOptions, what: str, *, fatal: bool = True) -> Iterator[ClusterInfo]:
+    """Boot a containerized cluster for a fixture, stop it afterwards, also on SIGTERM. If it
+    cannot start: ``fatal`` ends the session, else the fixture's tests error (one line)."""
     previous = signal.signal(signal.SIGTERM, _sigterm_to_exit)
-    cluster = ContainerCluster()
+    cluster = ContainerCluster(options)
     try:
         info = cluster.start()
     except HarnessError as exc:
         signal.signal(signal.SIGTERM, previous)
-        pytest.exit(f"integration harness: {exc}", returncode=3)
+        if not fatal:
+            pytest.fail(f"integration harness: {what}: {exc}", pytrace=False)
+        pytest.exit(f"integration harness: {what}: {exc}", returncode=3)
     try:
-        print(f"\n[harness] cluster ready in {cluster.timings.get('total_s', 0):.1f} s "
+        print(f"\n[harness] {what} ready in {cluster.timings.get('total_s', 0):.1f} s "
               f"({', '.join(f'{k}={v:.1f}' for k, v in cluster.timings.items())})")
         yield info
     finally:

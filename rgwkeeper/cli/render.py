@@ -30,10 +30,10 @@ def human_bytes(n: float) -> str:
 
 def human_duration(seconds: float) -> str:
     """1 h 05 min, 12 min, 40 s; minutes to the nearest (119 s is 2 min)."""
-    s = int(round(seconds))
+    s = int(seconds + 0.5)
     if s < 60:
         return f"{s} s"
-    m = int(round(s / 60))
+    m = int(s / 60 + 0.5)  # halves up: round() takes them to even (150 s would be 2 min, 210 s 4)
     return f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 

@@ -439,12 +439,13 @@ class PurgeExecutor:
         """Wait for a slot in flight, then for the cap's time slot, and send one DeleteObjects.
         The cap comes second: a batch that waited for its time slot while every slot in flight
         was busy would leave together with the next one."""
-        await limiter.acquire()
+        started = await limiter.acquire()
         try:
             await self._cap.take(len(chunk))
         except BaseException:
             await limiter.release()
             raise
+        limiter.restart(started)  # the cap's wait is not busy time: pacing pauses after busy time
         return asyncio.create_task(self._s3_batch(chunk, limiter, params))
 
     async def _settle(self, pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]], *, block: bool,
@@ -479,7 +480,9 @@ class PurgeExecutor:
                 size = self.plan.tuning.list_page_size
                 if self.settings.paced:  # a 1,000-key listing is itself a burst of RGW and index work
                     size = min(size, PACED_LIST_PAGE)
-                if self._cap.rate > 0:  # progress and the checkpoint move per page: a few seconds' work
+                if self._cap.rate > 0 and not params.get("recheck"):
+                    # Progress and the checkpoint move per page: a few seconds' work. Not with a
+                    # filter: few keys may match, and small pages would multiply the listing.
                     size = min(size, max(CAPPED_PAGE_MIN, int(self._cap.rate * CAPPED_PAGE_S)))
                 listing["it"] = (
                     self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=r.get("key_marker"),

@@ -62,16 +62,30 @@ def started_s(entry: dict[str, Any]) -> float | None:
         return None
 
 
+# RGW takes a PROCESSING entry for a live run for two lifecycle days after its start (a day, or
+# rgw_lc_debug_interval); older, or never stamped (1970: left by a killed single-bucket run,
+# which never stamps), it clears it and runs the bucket (RGWLC::expired_session).
+STALE_PROCESSING_S = 2 * 86400
+
+
+def held_by_another(entry: dict[str, Any] | None, now: float) -> bool:
+    if entry is None or entry.get("status") != "PROCESSING":
+        return False
+    started = started_s(entry)
+    return started is not None and now - started < STALE_PROCESSING_S
+
+
 def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: float) -> tuple[bool, str]:
     """Did a run started at ``t0`` process the bucket, judging by its entry before and after?
     And if not, why. A run that processed it and failed raises."""
     if after is None:
-        return True, ""  # no entry to judge by (no lifecycle configuration): nothing was held
+        # No entry (left): no lifecycle configuration, or the bucket is gone; nothing was held.
+        return True, ""
     started = started_s(after)
     # ``started`` has whole seconds; only a run through all shards (RGW's own worker) stamps it.
     if started is not None and started >= int(t0):
         return True, ""
-    held = before is not None and before.get("status") == "PROCESSING"
+    held = held_by_another(before, t0)
     if not held and after.get("status") == "COMPLETE":
         return True, ""
     if not held and after.get("status") == "FAILED":

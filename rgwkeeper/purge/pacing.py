@@ -25,6 +25,8 @@ from typing import Awaitable, Callable
 
 import structlog
 
+from rgwkeeper.config import MIN_PURGE_RATE as MIN_RATE
+
 log = structlog.get_logger("rgwkeeper.purge")
 
 MIN_SHARE = 0.05  # the slowest a paced purge gets: one request busy 5% of the time
@@ -89,22 +91,29 @@ class Limiter:
         self._not_before = 0.0
         self._cond = asyncio.Condition()
 
-    async def acquire(self) -> None:
+    async def acquire(self) -> list[float]:
+        """Take a slot; returns its start time, which :meth:`restart` may move."""
         while True:
             async with self._cond:
                 await self._cond.wait_for(lambda: self._in_flight < self._limit())
                 wait = self._not_before - self._clock()
                 if wait <= 0:
                     self._in_flight += 1
-                    self._started.append(self._clock())
-                    return
+                    started = [self._clock()]
+                    self._started.append(started)
+                    return started
             await asyncio.sleep(wait)
+
+    def restart(self, started: list[float]) -> None:
+        """The request of this slot starts only now (it waited for something else, e.g. the
+        rate cap, while holding the slot): that wait is not busy time to pause after."""
+        started[0] = self._clock()
 
     async def release(self) -> None:
         async with self._cond:
             self._in_flight -= 1
             now = self._clock()
-            held = now - self._started.pop(0) if self._started else 0.0
+            held = now - self._started.pop(0)[0] if self._started else 0.0
             share = self._share() if self._share is not None else 1.0
             if 0 < share < 1:
                 self._not_before = max(self._not_before, now + held * (1 / share - 1))
@@ -135,8 +144,9 @@ class RateCap:
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        if not math.isfinite(rate) or rate < 0:
-            raise ValueError(f"a rate cap must be a finite number of objects a second, 0 for none; got {rate}")
+        if not math.isfinite(rate) or rate < 0 or 0 < rate < MIN_RATE:
+            raise ValueError(f"a rate cap must be 0 (none) or a finite number of objects a second from "
+                             f"{MIN_RATE}; got {rate}")
         self.rate = rate
         self._clock = clock
         self._sleep = sleep

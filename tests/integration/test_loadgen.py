@@ -347,7 +347,7 @@ def test_verify_judges_a_paced_capped_purge_like_a_quiet_window(ceph_cluster, tm
     """The same purge as above (S3, 4 KiB objects, 40 PUT/s of ingest) with the settings
     docs/purge.md recommends during ingest: a rate cap of 20 objects/s and pacing relative to
     the probe before it (writes at most 30% slower). Ingest under it must be judged as a quiet
-    window is. Measured on the dev cluster: PASS x3 (p99 +48% to +80%, purge 25-39 s for 400
+    window is. Measured on the dev cluster: PASS x4 (p99 +48% to +80%, purge 25-39 s for 400
     objects); the cap alone: PASS x7, INCONCLUSIVE x1 (+118%), FAIL x1 (+3598%, 3 slow seconds)."""
     def attempt():
         victim = f"{bucket_name[:36]}-p{uuid.uuid4().hex[:4]}"

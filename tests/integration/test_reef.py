@@ -17,13 +17,14 @@ cluster (RGWKEEPER_TEST_CEPH_CONF) this module is skipped, and so reported.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from typing import Iterator
 
 import pytest
 
-from integration.cluster import ClusterInfo, ClusterOptions, ContainerCluster
-from integration.errors import HarnessError
+from integration.cluster import ClusterInfo, ClusterOptions
+from integration.pytest_plugin import booted_cluster
 from tests.integration.test_purge import bucket_stats, cli, fill
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Reef
     test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back,
@@ -38,20 +39,9 @@ from tests.integration.test_purge import (  # noqa: F401 - collected again, on R
 @pytest.fixture(scope="module")
 def ceph_cluster() -> Iterator[ClusterInfo]:
     """This module's cluster: Reef, booted beside the session's Pacific one."""
-    from integration.cluster import external_from_env
-
-    if external_from_env() is not None:
+    if os.environ.get("RGWKEEPER_TEST_CEPH_CONF"):
         pytest.skip("the Reef tests boot their own cluster; RGWKEEPER_TEST_CEPH_CONF names an external one")
-    cluster = ContainerCluster(ClusterOptions(suite="trixie"))
-    try:
-        info = cluster.start()
-    except HarnessError as exc:
-        pytest.fail(f"Reef cluster: {exc}", pytrace=False)
-    try:
-        print(f"\n[harness] Reef cluster ready in {cluster.timings.get('total_s', 0):.1f} s")
-        yield info
-    finally:
-        cluster.stop()
+    yield from booted_cluster(ClusterOptions(suite="trixie"), "Reef cluster", fatal=False)
 
 
 def test_the_cluster_and_its_radosgw_admin_are_reef(ceph_cluster):

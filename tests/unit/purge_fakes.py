@@ -97,6 +97,7 @@ class World:
         self.lc_fx = json.loads((Path(__file__).parents[1] / "fixtures/reef/lc.json").read_text())
         self.lc_entry = {**self.lc_fx["lc_list_before_run"][0], "bucket": f":{self.bucket}:{self.marker}"}
         self.lc_held_runs = 0
+        self.lc_held_since = email.utils.formatdate(time.time() - 5, usegmt=True)  # the other worker's stamp
         self.lc_busy_runs = 0
         self.rewrite_on_head: set[str] = set()
         self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
@@ -263,8 +264,9 @@ class FakeRunner:
                                         "resource busy\n", 0.0)
                 if w.lc_held_runs:  # RGWLC::process_bucket: "ACTIVE entry", returns 0 having done nothing
                     w.lc_held_runs -= 1
-                    if not w.lc_held_runs:  # the other worker finishes after this run
-                        w.lc_entry = {**w.fx["lc_list_complete"][0], "bucket": w.lc_entry["bucket"]}
+                    if not w.lc_held_runs:  # the other worker finishes after this run; its stamp stays
+                        w.lc_entry = {**w.lc_fx["lc_list_after_bucket_run"][0], "bucket": w.lc_entry["bucket"],
+                                      "started": w.lc_held_since}
                     return ok()
                 w.lc_expire()
                 # Reef's single-bucket run: COMPLETE, `started` left as it was (captured).
@@ -274,8 +276,7 @@ class FakeRunner:
             case ["lc", "list"]:
                 entry = w.lc_entry
                 if w.lc_held_runs:  # another worker has it: PROCESSING, started when it began
-                    entry = {**entry, "status": "PROCESSING",
-                             "started": email.utils.formatdate(time.time() - 5, usegmt=True)}
+                    entry = {**entry, "status": "PROCESSING", "started": w.lc_held_since}
                 return ok([entry] if w.lifecycle else [])
         raise UnexpectedCall(f"unexpected radosgw-admin call: {list(argv)}")
 

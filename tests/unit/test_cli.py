@@ -124,7 +124,7 @@ def test_every_command_resolves_and_purge_imports_no_load_generator():
 
 
 @pytest.mark.parametrize("seconds,text", [
-    (0.4, "0 s"), (59.4, "59 s"), (60, "1 min"), (89, "1 min"), (119, "2 min"),
+    (0.4, "0 s"), (59.4, "59 s"), (60, "1 min"), (89, "1 min"), (119, "2 min"), (150, "3 min"), (210, "4 min"),
     (3569, "59 min"), (3571, "1 h 00 min"), (3600 + 5 * 60 + 29, "1 h 05 min"), (26 * 3600, "26 h 00 min"),
 ])
 def test_human_duration_rounds_to_the_nearest_minute(seconds, text):

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from structlog.testing import capture_logs
 
 from rgwkeeper.errors import CephError, CephUnreachable, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
@@ -632,9 +633,50 @@ def test_rate_cap_refuses_a_rate_that_is_not_a_finite_number(rate):
 def test_a_cap_does_not_apply_to_radosgw_admin_methods_and_is_not_reported(tmp_path):
     w = World(extra_plain=5)
     p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="admin-purge"))
-    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, max_objects_per_second=8.0))
+    with capture_logs() as logs:
+        report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, max_objects_per_second=8.0))
     assert report.ok, report.checks
     assert report.pacing["max_objects_per_second"] is None
+    assert any(e["event"].startswith("purge rate cap does not apply") and e["method"] == "admin-purge"
+               for e in logs)
+
+
+def test_the_caps_wait_is_not_busy_time_for_pacing_and_a_cancelled_wait_frees_its_slot(tmp_path):
+    now = [0.0]
+    limiter = Limiter(lambda: 1, share=lambda: 0.25, clock=lambda: now[0])
+
+    async def scenario():
+        started = await limiter.acquire()
+        now[0] = 1.0  # waited a second for the cap while holding the slot
+        limiter.restart(started)
+        now[0] = 1.5  # the request itself took 0.5 s
+        await limiter.release()
+        # Busy 25% of the time: 0.5 s busy, then 1.5 s of pause (not 4.5 s after 1.5 s "busy").
+        assert limiter._not_before == pytest.approx(3.0)
+
+    asyncio.run(scenario())
+
+    w = World(extra_plain=3)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="s3"))
+    forever = asyncio.Event()
+
+    async def sleep(s):
+        await forever.wait()
+
+    ex = PurgeExecutor(p, io, checkpoint=cp, settings=Settings(max_objects_per_second=1.0), sleep=sleep)
+
+    async def cancelled():
+        slots = Limiter(lambda: 1)
+        await ex._cap.take(1)  # the first slot goes at once; the next waits a second
+        task = asyncio.create_task(ex._start_batch([{"Key": "plain/0"}], slots))
+        await asyncio.sleep(0.01)
+        assert not task.done() and slots._in_flight == 1
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert slots._in_flight == 0  # released: the next batch can go
+        await asyncio.wait_for(slots.acquire(), 1)
+
+    asyncio.run(cancelled())
 
 
 @pytest.mark.parametrize("method", ["s3", "direct"])
@@ -670,20 +712,29 @@ def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
     assert sum(slept) >= (deleted - 8) / 8 - 1e-9
 
 
-def test_a_capped_purge_lists_pages_of_a_few_seconds_so_its_checkpoint_moves(tmp_path):
+@pytest.mark.parametrize("request_kw,page", [({}, 40), ({"older_than_s": 1.0}, 1000)])
+def test_a_capped_purge_lists_pages_of_a_few_seconds_so_its_checkpoint_moves(tmp_path, request_kw, page):
     w = World(extra_plain=40, page_size=1000)
-    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="s3"))
-    now = [0.0]
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, prefix="plain/", method="s3", **request_kw))
+    now, sizes = [0.0], []
 
     async def sleep(s):
         now[0] += s
 
-    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=2.0),
+    iter_pages = io.s3.iter_pages
+
+    def recorded(*a, **kw):
+        if "page_size" in kw:  # the delete step's listing (the end-state check uses the default)
+            sizes.append(kw["page_size"])
+        return iter_pages(*a, **kw)
+
+    io.s3.iter_pages = recorded  # type: ignore[method-assign]
+    report = run(p, io, cp, settings=Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=8.0),
                  clock=lambda: now[0], sleep=sleep)
     assert report.ok, report.checks
-    lists = [line for line in w.log if line.startswith("S3 ListObjectsV2")]
-    # 2 objects/s: pages of 10 keys (5 s of deletes, the least), not one page of 1000.
-    assert len(lists) >= report.counters["objects_deleted"] // 10
+    # 8 objects/s: pages of 40 keys (5 s of deletes), not 1000; with a filter (few keys may
+    # match) the listing keeps its pages, or small pages would multiply it.
+    assert sizes and set(sizes) == {page}
 
 
 def _reef_lc():
@@ -707,3 +758,9 @@ def test_a_single_bucket_lc_run_is_read_back_from_its_status_not_its_start_stamp
     with pytest.raises(CephError, match="lifecycle run failed"):
         lcrun.ran_since(before, {**after, "status": "FAILED"}, t0)
     assert lcrun.ran_since(None, None, t0) == (True, "")
+    # A PROCESSING entry RGW takes for a dead run (never stamped, or stamped over two days ago)
+    # does not hold the bucket: process_bucket clears it and runs (RGWLC::expired_session).
+    for stale in ("Thu, 01 Jan 1970 00:00:00 GMT", email.utils.formatdate(t0 - 3 * 86400, usegmt=True)):
+        assert lcrun.ran_since({**before, "status": "PROCESSING", "started": stale}, after, t0) == (True, "")
+    recent = {**before, "status": "PROCESSING", "started": email.utils.formatdate(t0 - 3600, usegmt=True)}
+    assert lcrun.held_by_another(recent, t0) and not lcrun.ran_since(recent, after, t0)[0]
