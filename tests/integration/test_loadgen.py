@@ -143,13 +143,15 @@ def test_a_paused_rgw_shows_in_latency_from_the_intended_start(ceph_cluster, buc
     paused_for = pause_events["cont"] - pause_events["stop"]
     assert paused_for >= 2.0
     # About 100 requests were due while RGW was stopped; 16 connections were in flight. Every
-    # request that was due carries its wait from the intended start; service time alone
-    # shows at most the in-flight ones.
+    # request due more than 1 s before the end of the stop carries over 1 s from its intended
+    # start: 50/s x (pause - 1 s), less the docker exec time inside the measured pause (CI once
+    # counted 59 for a 2.13 s pause against a fixed 60). Service time alone shows at most the
+    # in-flight ones. (A 3 s stop was tried: 32 requests over 1 s by service time, so no.)
     slow = latency_s > 1.0
     print(f"RGW stopped {paused_for:.1f} s: {slow.sum()} requests over 1 s from their intended start, "
           f"{(service_s > 1.0).sum()} by service time; p99 {np.percentile(latency_s, 99):.2f} s vs "
           f"{np.percentile(service_s, 99):.2f} s")
-    assert slow.sum() >= 60, (slow.sum(), paused_for)
+    assert slow.sum() >= 0.8 * spec.rate * (paused_for - 1.0), (slow.sum(), paused_for)
     assert (service_s > 1.0).sum() <= 16 + 2
     s = analysis.summarize(rec, analysis.run_window(data.stop_s, 0))["per_op"]["PUT"]
     assert s["latency_ms"]["p99"] > 1000 and s["latency_ms"]["max"] > 1500
@@ -189,6 +191,28 @@ def _wait_no_scrubbing(ceph_cluster, timeout=180.0):
             return
         assert time.monotonic() < deadline, f"{busy} PGs still scrubbing after {timeout:.0f} s"
         time.sleep(2)
+
+
+def _io_full_pct() -> float | None:
+    """The host's I/O stall: % of the last 10 s in which every task waited for I/O (PSI)."""
+    try:
+        line = next(x for x in Path("/proc/pressure/io").read_text().splitlines() if x.startswith("full"))
+    except (OSError, StopIteration):
+        return None
+    return float(line.split()[1].split("=")[1])
+
+
+def _wait_host_calm(max_full_pct=2.0, timeout=180.0):
+    """Other tenants' disk bursts stall the whole test cluster: in one clean-clone CI run the
+    baseline's per-second PUT p99 reached 386-470 ms and an unpaced purge (FAIL on a calm host)
+    was judged PASS, then INCONCLUSIVE; I/O 'full' pressure was 3.5-7.7% in such spells against
+    0-2% when calm. Wait (bounded) for a calm host before a run; returns what was last read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        full = _io_full_pct()
+        if full is None or full <= max_full_pct or time.monotonic() > deadline:
+            return full
+        time.sleep(5)
 
 
 def _scrubbing_now(ceph_cluster) -> int:
@@ -270,6 +294,7 @@ def _judged_like_a_quiet_window(ceph_cluster, what, run_verify):
     seen, unexplained = [], 0
     for _ in range(4):
         _wait_no_scrubbing(ceph_cluster)
+        calm = _wait_host_calm()
         before = _scrub_stamps(ceph_cluster)
         with _HostCpu() as cpu:
             rc, result = run_verify()
@@ -278,7 +303,8 @@ def _judged_like_a_quiet_window(ceph_cluster, what, run_verify):
         busier = cpu.mean(26, 46) - cpu.mean(5, 25)
         outcome = result["verdict"]["outcome"]
         seen.append(f"{_describe(result)} | PGs scrubbed during it: {scrubs}; host busy cores window - "
-                    f"baseline {busier:+.2f}; loadavg {Path('/proc/loadavg').read_text().split()[:3]}")
+                    f"baseline {busier:+.2f}; loadavg {Path('/proc/loadavg').read_text().split()[:3]}; "
+                    f"host I/O full pressure before {calm}%, after {_io_full_pct()}%")
         unexplained += outcome == "FAIL" and not scrubs
         if unexplained > 1:
             pytest.fail(f"two {what} runs judged FAIL with no PG scrubbed:\n" + "\n".join(seen))
@@ -321,20 +347,23 @@ def test_verify_fails_an_unpaced_purge(ceph_cluster, tmp_path, bucket_name):
         # rgwkeeper purge --method s3 with its pacing off (the default): DeleteObjects batches in
         # flight compete with the PUTs for RGW's CPU for 10-15 s (bench/purge_pacing.py: window
         # p99 195-334 ms against 19-43 ms). The window is 20 s, or the purge's run time if longer.
-        return _verify(ceph_cluster, tmp_path, "--maintenance-cmd", _purge_cmd(ceph_cluster, victim, "--method", "s3"),
-                       "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "60"))
+        calm = _wait_host_calm()  # after the fill, whose own writes count too
+        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
+                             _purge_cmd(ceph_cluster, victim, "--method", "s3"), "--bucket-prefix", bucket_name,
+                             rate=40, extra=("--maintenance-timeout", "60"))
+        return rc, result, f"host I/O full pressure before {calm}%, after {_io_full_pct()}%"
 
     # A disturbance shorter than the window used to come out INCONCLUSIVE (the bootstrap of the
     # window's p99 sees it in some resamples only); the slow-seconds rank test judges it. Other
-    # clusters share this machine, so a run that is not FAIL gets one more try.
+    # clusters share this machine, so a run that is not FAIL gets two more tries.
     seen = []
-    for _ in range(2):
-        rc, result = attempt()
-        seen.append(_describe(result))
+    for _ in range(3):
+        rc, result, host = attempt()
+        seen.append(f"{_describe(result)} | {host}")
         if result["verdict"]["outcome"] == "FAIL":
             break
     else:
-        pytest.fail(f"an unpaced purge of 4,000 objects was not judged FAIL in 2 runs: {seen}")
+        pytest.fail("an unpaced purge of 4,000 objects was not judged FAIL in 3 runs:\n" + "\n".join(seen))
     print(f"unpaced purge verdict: {_describe(result)}")
     assert rc == 3
     assert result["events"][0]["kind"] == "maintenance-start"
