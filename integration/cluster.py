@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -111,6 +111,11 @@ class ClusterOptions:
     fail_at_step: str = ""
     #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef).
     suite: str = field(default_factory=lambda: image_mod.SUITE)
+
+    @property
+    def foreign_release(self) -> bool:
+        """Not the host's Ceph release: the host's radosgw-admin is not this cluster's."""
+        return self.suite != image_mod.HOST_SUITE
 
     def conf_sections(self) -> dict[str, dict[str, str]]:
         sections = {k: dict(v) for k, v in BASE_OPTIONS.items()}
@@ -252,7 +257,7 @@ class ContainerCluster:
                  cache_dir: Path = CACHE_DIR) -> None:
         self.options = options or ClusterOptions()
         self.cache_dir = cache_dir
-        suffix = "" if self.options.suite == image_mod.HOST_SUITE else f"-{self.options.suite}"
+        suffix = f"-{self.options.suite}" if self.options.foreign_release else ""
         self.run_dir = run_root / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{suffix}"
         self.engine: engine_mod.Engine | None = None
         self.client: docker.DockerClient | None = None
@@ -396,11 +401,10 @@ class ContainerCluster:
             conf=host_conf, keyring=keyring, rgw_endpoint=f"http://127.0.0.1:{rgw_port}",
             credentials_file=creds, external=False, fsid=fsid, log_dir=cdir / "log",
             container_id=container.id,
-            tools_dir=None if self.options.suite == image_mod.HOST_SUITE else self._write_tools(container.id),
+            tools_dir=self._write_tools(container.id) if self.options.foreign_release else None,
         )
         wait_healthy(info, self.options.num_osds, HEALTHY_TIMEOUT_S)
         return info
-
 
     def _write_tools(self, container_id: str) -> Path:
         """radosgw-admin as the cluster's release: the same argv, run in its container, whose

@@ -369,6 +369,11 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
 # The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).
 MIN_PURGE_RATE = 0.01
 
+
+def rate_cap_ok(value: float) -> bool:
+    """A purge rate cap is 0 (none) or a finite number of objects a second from MIN_PURGE_RATE."""
+    return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value)
+
 _WINDOW_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -382,7 +387,7 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if g is not None and g.maintenance_window is not None and not _WINDOW_RE.match(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
     pu = sections.get("purge")
-    if pu is not None and 0 < pu.max_objects_per_second < MIN_PURGE_RATE:
+    if pu is not None and not rate_cap_ok(pu.max_objects_per_second):
         out.append(f"purge.max_objects_per_second must be 0 (no cap) or at least {MIN_PURGE_RATE}, "
                    f"got {pu.max_objects_per_second}")
     ps = sections.get("preshard")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import sys
 import time
 from pathlib import Path
@@ -17,12 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_bytes, human_duration
-from rgwkeeper.config import MIN_PURGE_RATE
+from rgwkeeper.config import MIN_PURGE_RATE, rate_cap_ok
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
-from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, parse_duration, parse_size
+from rgwkeeper.purge.plan import (METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, parse_duration,
+                                  parse_size, rate_cap_for)
 
 
 def _confirm(lines: list[str], expected: str, yes: bool) -> None:
@@ -70,7 +70,7 @@ class _Bar:
 
 def _check_rate(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     # FloatRange lets nan through (every comparison with it is false).
-    if value is not None and (not math.isfinite(value) or 0 < value < MIN_PURGE_RATE):
+    if value is not None and not rate_cap_ok(value):
         raise click.BadParameter(f"must be 0 (no cap) or a number of objects a second from {MIN_PURGE_RATE}, "
                                  f"got {value}")
     return value
@@ -120,7 +120,7 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
-        capped = cap > 0 and plan.method in RATE_CAPPED_METHODS
+        capped = rate_cap_for(plan.method, cap) > 0
         if cap > 0 and not capped:
             if max_rate is not None:
                 raise UsageError(f"--max-rate applies to the {' and '.join(RATE_CAPPED_METHODS)} methods; method "

@@ -33,7 +33,7 @@ from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
-from rgwkeeper.purge.plan import RATE_CAPPED_METHODS, Plan, Step
+from rgwkeeper.purge.plan import Plan, Step, rate_cap_for
 
 log = structlog.get_logger("rgwkeeper.purge")
 # A paced purge starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%
@@ -146,11 +146,10 @@ class PurgeExecutor:
         self.on_progress = on_progress or (lambda p: None)
         self.clock = clock
         self.pacer = Pacer(settings.pace_write_latency_s, fraction=PACED_START_FRACTION if settings.paced else 1.0)
-        cap = settings.max_objects_per_second
-        if cap > 0 and plan.method not in RATE_CAPPED_METHODS:
+        cap = rate_cap_for(plan.method, settings.max_objects_per_second)
+        if settings.max_objects_per_second > 0 and not cap:
             log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
-                        method=plan.method, max_objects_per_second=cap)
-            cap = 0.0
+                        method=plan.method, max_objects_per_second=settings.max_objects_per_second)
         self._cap = RateCap(cap, clock=clock, sleep=sleep)
         self._before_probe_s: float | None = None
         self.t0 = clock()

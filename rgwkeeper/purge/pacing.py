@@ -18,14 +18,13 @@ Time is injected, so tests drive it without sleeping.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 import structlog
 
-from rgwkeeper.config import MIN_PURGE_RATE as MIN_RATE
+from rgwkeeper.config import MIN_PURGE_RATE, rate_cap_ok
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -144,9 +143,9 @@ class RateCap:
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        if not math.isfinite(rate) or rate < 0 or 0 < rate < MIN_RATE:
+        if not rate_cap_ok(rate):
             raise ValueError(f"a rate cap must be 0 (none) or a finite number of objects a second from "
-                             f"{MIN_RATE}; got {rate}")
+                             f"{MIN_PURGE_RATE}; got {rate}")
         self.rate = rate
         self._clock = clock
         self._sleep = sleep

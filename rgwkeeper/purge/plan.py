@@ -49,6 +49,11 @@ METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "life
 #: radosgw-admin bucket rm and lc process run at RGW's own pace.
 RATE_CAPPED_METHODS = ("direct", "s3")
 
+
+def rate_cap_for(method: str, cap: float) -> float:
+    """The cap a purge by ``method`` holds: ``cap``, or 0 where RGW sets the pace."""
+    return cap if method in RATE_CAPPED_METHODS else 0.0
+
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
 #: with "_") and the metadata removal of the direct method were checked against a real
 #: cluster (16.2.15, and 18.2.7 in tests/integration/test_reef.py). Elsewhere the planner

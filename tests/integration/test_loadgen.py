@@ -13,7 +13,9 @@ this 2-core machine is shared with other engineers' clusters, and a quiet 20 s w
 closed-loop PUT has a per-second CV of 0.15-0.3 (the interval of a median shift is then +-15%
 or more; see tests/unit/test_loadgen_analysis.py on a recorded run). The verify tests use an
 open loop (its rate is steady) and a p99 limit of +200%; the slow-seconds check counts seconds
-over twice the baseline's slowest. The quiet run: up to four runs until a PASS; one FAIL with no
+over twice the baseline's slowest. Each verify run first waits (at most 180 s) for the host's
+I/O "full" pressure to be at most 2%: other tenants' disk bursts stall the whole test cluster.
+The quiet run: up to four runs until a PASS; one FAIL with no
 PG scrubbed is allowed (a FAIL while PGs were scrubbed is not a control run and is not counted),
 a second fails the test. The purge run: anything but FAIL earns one more try.
 """
