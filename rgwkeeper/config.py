@@ -368,11 +368,14 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
 
 # The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).
 MIN_PURGE_RATE = 0.01
+# The fastest: far above any purge (the RADOS floor is thousands a second), so more is a typo.
+MAX_PURGE_RATE = 1_000_000.0
 
 
 def rate_cap_ok(value: float) -> bool:
-    """A purge rate cap is 0 (none) or a finite number of objects a second from MIN_PURGE_RATE."""
-    return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value)
+    """A purge rate cap is 0 (none) or a finite number of objects a second from MIN_PURGE_RATE
+    to MAX_PURGE_RATE."""
+    return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value <= MAX_PURGE_RATE)
 
 _WINDOW_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 

@@ -13,6 +13,7 @@ import click
 from rgwkeeper import config as config_mod
 from rgwkeeper.access import ClusterAccess, resolve
 from rgwkeeper.errors import EXIT_USAGE, RgwkeeperError
+from rgwkeeper.units import FiniteFloat, Text
 
 
 def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -23,12 +24,12 @@ def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]"),
         click.option("-c", "--conf", help="ceph.conf [default: $CEPH_CONF, then /etc/ceph/ceph.conf]"),
         click.option("-k", "--keyring", help="cephx keyring [default: the one ceph.conf names]"),
-        click.option("-n", "--name", help="cephx client name, e.g. client.rgwkeeper [default: client.admin]"),
-        click.option("-i", "--id", "client_id", help="cephx client id (the part after 'client.')"),
-        click.option("--rgw-endpoint", help="RGW endpoint URL [default: rgw.endpoint in the config]"),
+        click.option("-n", "--name", type=Text(), help="cephx client name, e.g. client.rgwkeeper [default: client.admin]"),
+        click.option("-i", "--id", "client_id", type=Text(), help="cephx client id (the part after 'client.')"),
+        click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]"),
         click.option("--rgw-credentials", help="file with access_key and secret_key, mode 0600 "
                                                "[default: rgw.credentials_file in the config]"),
-        click.option("--timeout", type=click.FloatRange(1, 600), help="seconds per Ceph call [default: 10]"),
+        click.option("--timeout", type=FiniteFloat(1, 600), help="seconds per Ceph call, 1 to 600 [default: 10]"),
     ]
     for o in reversed(options):
         fn = o(fn)

@@ -22,6 +22,7 @@ from rgwkeeper.executor import Executor
 from rgwkeeper.journal import Journal, MemoryStore
 from rgwkeeper.observe import Adapters, snapshot
 from rgwkeeper.reconcile import plan as make_plan
+from rgwkeeper.units import Text
 
 
 class _Session:
@@ -118,7 +119,7 @@ def plan(as_json: bool, **kwargs: Any) -> None:
 @click.command()
 @cluster_options
 @click.option("--dry-run", is_flag=True, help="print the commands that would restore, change nothing")
-@click.option("--holder", help="only overrides made by this instance id (default: all)")
+@click.option("--holder", type=Text(), help="only overrides made by this instance id (default: all)")
 @click.option("--own", is_flag=True, help="only overrides made by this node (daemon.instance_id, or the hostname); "
                                           "what the systemd unit runs after the daemon stops")
 @click.option("--json", "as_json", is_flag=True)

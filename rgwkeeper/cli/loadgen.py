@@ -31,6 +31,7 @@ from rgwkeeper.errors import CephError, UsageError
 from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, default_workers, run_load
 from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
+from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, Text
 
 log = structlog.get_logger("rgwkeeper.loadgen")
 
@@ -48,30 +49,30 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="operation weights, e.g. PUT=100 or GET=70,PUT=20,LIST=5,DELETE=5"),
         click.option("--size", "size_text", default="4KiB", show_default=True,
                      help="object size: 4KiB, uniform:1KiB-1MiB, loguniform:1KiB-64MiB or 4KiB=90,1MiB=10"),
-        click.option("--rate", type=click.FloatRange(min=0.001, max=1_000_000), default=None,
+        click.option("--rate", type=FiniteFloat(0.001, 1_000_000), default=None,
                      help="open loop: requests/s of all workers together, each timed from its intended "
                           "start [default: closed loop]"),
-        click.option("--concurrency", type=click.IntRange(1, 100_000), default=16, show_default=True,
+        click.option("--concurrency", type=FiniteInt(1, 100_000), default=16, show_default=True,
                      help="closed loop: requests in flight; open loop: the most in flight before "
                           "requests queue (their wait still counts)"),
-        click.option("--workers", type=click.IntRange(1, 256), default=None,
+        click.option("--workers", type=FiniteInt(1, 256), default=None,
                      help="worker processes [default: loadgen.workers, else one per core]"),
-        click.option("--buckets", type=click.IntRange(1, 10_000), default=1, show_default=True,
+        click.option("--buckets", type=FiniteInt(1, 10_000), default=1, show_default=True,
                      help="buckets the keys are spread over"),
-        click.option("--prefixes", type=click.IntRange(1, 1_000_000), default=4, show_default=True,
+        click.option("--prefixes", type=FiniteInt(1, 1_000_000), default=4, show_default=True,
                      help="key prefixes per bucket (LIST lists one)"),
-        click.option("--bucket-prefix", default="rgwkeeper-loadgen", show_default=True,
+        click.option("--bucket-prefix", type=Text(), default="rgwkeeper-loadgen", show_default=True,
                      help="bucket names are PREFIX-000, PREFIX-001, ..."),
-        click.option("--objects", type=click.IntRange(0, 100_000_000), default=1000, show_default=True,
+        click.option("--objects", type=FiniteInt(0, 100_000_000), default=1000, show_default=True,
                      help="objects written before the start for GET, LIST and DELETE to use (all workers)"),
-        click.option("--seed", type=int, default=1, show_default=True,
+        click.option("--seed", type=FiniteInt(-MAX_INT, MAX_INT), default=1, show_default=True,
                      help="same seed, same keys, sizes, payloads and operation order"),
         click.option("--skip-prepare", is_flag=True,
                      help="the objects are there already (a --keep run with the same seed and --workers)"),
         click.option("--keep", is_flag=True, help="leave the objects and buckets in place afterwards"),
-        click.option("--warmup", type=click.FloatRange(0, 3600), default=None,
+        click.option("--warmup", type=FiniteFloat(0, 3600), default=None,
                      help="seconds trimmed from the start [default: loadgen.warmup, 5]"),
-        click.option("--region", default="default", show_default=True, help="SigV4 region"),
+        click.option("--region", type=Text(), default="default", show_default=True, help="SigV4 region"),
         click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="write the result JSON here"),
         click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -255,10 +256,10 @@ def loadgen() -> None:
 @loadgen.command("run")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
               help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]")
-@click.option("--rgw-endpoint", help="RGW endpoint URL [default: rgw.endpoint in the config]")
+@click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]")
 @click.option("--rgw-credentials", help="file with access_key and secret_key, mode 0600 "
                                         "[default: rgw.credentials_file in the config]")
-@click.option("--duration", type=click.FloatRange(1, 86400), default=30, show_default=True,
+@click.option("--duration", type=FiniteFloat(1, 86400), default=30, show_default=True,
               help="seconds of load after the start barrier")
 @load_options
 def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials: str | None, duration: float,
@@ -312,18 +313,18 @@ MAINTENANCE_KINDS = ("deep-scrub", "none")
 
 @click.command()
 @cluster_options
-@click.option("--baseline", "baseline_s", type=click.FloatRange(1, 86400), default=60, show_default=True,
+@click.option("--baseline", "baseline_s", type=FiniteFloat(1, 86400), default=60, show_default=True,
               help="seconds of load before maintenance starts (after the warm-up)")
-@click.option("--window", "window_s", type=click.FloatRange(1, 86400), default=60, show_default=True,
+@click.option("--window", "window_s", type=FiniteFloat(1, 86400), default=60, show_default=True,
               help="seconds of load measured from the maintenance start (longer if the command runs longer)")
 @click.option("--maintenance", type=click.Choice(MAINTENANCE_KINDS), default=None,
               help="deep-scrub: `ceph osd deep-scrub all` through librados; none: a quiet control run")
 @click.option("--maintenance-cmd", help="a command to run as the maintenance, split like a shell would "
                                         "but run without one (argv), e.g. 'radosgw-admin bucket rm --bucket B "
                                         "--purge-objects'")
-@click.option("--scrub-every", type=click.FloatRange(1, 3600), default=None,
+@click.option("--scrub-every", type=FiniteFloat(1, 3600), default=None,
               help="deep-scrub: request it again every N seconds of the window (a scrub storm)")
-@click.option("--maintenance-timeout", type=click.FloatRange(1, 604800), default=3600, show_default=True,
+@click.option("--maintenance-timeout", type=FiniteFloat(1, 604800), default=3600, show_default=True,
               help="seconds the maintenance command may run before it is killed (the window is judged "
                    "anyway, and cannot PASS)")
 @load_options

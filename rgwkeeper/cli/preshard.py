@@ -15,6 +15,10 @@ from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper import sharding
 from rgwkeeper.policy.shards import plan_shards
+from rgwkeeper.units import FiniteInt
+
+#: rgw.max_objs_per_shard's own bound in the config.
+MAX_OBJS_PER_SHARD = 100_000_000
 
 #: More objects than any bucket could hold at RGW's shard ceiling: surely a typo.
 ABSURD_OBJECTS = 10**12
@@ -31,8 +35,8 @@ def _expected(value: int) -> int:
 @click.command()
 @cluster_options
 @click.argument("bucket")
-@click.option("--expected-objects", "-N", type=int, required=True, help="objects the bucket will hold")
-@click.option("--objects-per-shard", type=click.IntRange(1), default=None,
+@click.option("--expected-objects", "-N", type=FiniteInt(), required=True, help="objects the bucket will hold")
+@click.option("--objects-per-shard", type=FiniteInt(1, MAX_OBJS_PER_SHARD), default=None,
               help="target objects per shard [default: preshard.target_ratio of rgw_max_objs_per_shard]")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--json", "as_json", is_flag=True)

@@ -16,13 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_bytes, human_duration
-from rgwkeeper.config import MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
-from rgwkeeper.purge.plan import (METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, parse_duration,
-                                  parse_size, rate_cap_for)
+from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, rate_cap_for
+from rgwkeeper.units import Duration, FiniteFloat, FiniteInt, Size
 
 
 def _confirm(lines: list[str], expected: str, yes: bool) -> None:
@@ -69,10 +69,9 @@ class _Bar:
 
 
 def _check_rate(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    # FloatRange lets nan through (every comparison with it is false).
     if value is not None and not rate_cap_ok(value):
-        raise click.BadParameter(f"must be 0 (no cap) or a number of objects a second from {MIN_PURGE_RATE}, "
-                                 f"got {value}")
+        raise click.BadParameter(f"must be 0 (no cap) or a number of objects a second from {MIN_PURGE_RATE} "
+                                 f"to {MAX_PURGE_RATE:g}, got {value}")
     return value
 
 
@@ -84,19 +83,20 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @cluster_options
 @click.argument("bucket")
 @click.option("--prefix", help="only keys that start with this")
-@click.option("--older-than", help="only objects last modified longer ago than this: 30s, 15m, 12h, 7d")
-@click.option("--larger-than", help="only objects larger than this many bytes (64K, 4M, 1G)")
-@click.option("--smaller-than", help="only objects smaller than this many bytes")
+@click.option("--older-than", type=Duration(),
+              help="only objects last modified longer ago than this: 30s, 15m, 12h, 7d (docs/commands.md)")
+@click.option("--larger-than", type=Size(), help="only objects larger than this: 4096, 64KiB, 4MB (docs/commands.md)")
+@click.option("--smaller-than", type=Size(), help="only objects smaller than this (same units)")
 @click.option("--method", type=click.Choice(METHODS), default="auto", show_default=True,
               help="how to delete (docs/purge.md); auto explains its choice in the plan")
-@click.option("--max-rate", type=click.FloatRange(0, 1_000_000), default=None, callback=_check_rate,
+@click.option("--max-rate", type=FiniteFloat(0, MAX_PURGE_RATE), default=None, callback=_check_rate,
               help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
                    "[default: purge.max_objects_per_second]")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
-def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: str | None,
-          smaller_than: str | None, method: str, max_rate: float | None, dry_run: bool, yes: bool, as_json: bool,
+def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than: int | None,
+          smaller_than: int | None, method: str, max_rate: float | None, dry_run: bool, yes: bool, as_json: bool,
           **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
@@ -106,9 +106,7 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
     # Validate everything the operator typed before anything is sent anywhere.
     request = PurgeRequest(
         bucket=bucket, prefix=prefix, method=method,
-        older_than_s=parse_duration(older_than) if older_than else None,
-        larger_than=parse_size(larger_than) if larger_than else None,
-        smaller_than=parse_size(smaller_than) if smaller_than else None)
+        older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
     cfg, access = load_access(kwargs)
     purge_cfg = cfg.purge if max_rate is None else dataclasses.replace(cfg.purge, max_objects_per_second=max_rate)
     check_protected(bucket, purge_cfg.protected_buckets)
@@ -186,20 +184,21 @@ def _report(report: PurgeReport, as_json: bool) -> None:
 @cluster_options
 @click.argument("bucket", required=False)
 @click.option("--prefix", help="rule applies to keys that start with this")
-@click.option("--days", type=click.IntRange(1), help="expire current objects this many days after their last change")
-@click.option("--noncurrent-days", type=click.IntRange(1), help="expire noncurrent versions after this many days")
+@click.option("--days", type=FiniteInt(1, lc.MAX_DAYS),
+              help="expire current objects this many days after their last change")
+@click.option("--noncurrent-days", type=FiniteInt(1, lc.MAX_DAYS), help="expire noncurrent versions after this many days")
 @click.option("--expired-delete-markers", is_flag=True, help="remove delete markers that hide no version any more")
-@click.option("--abort-multipart-days", type=click.IntRange(1), help="abort uploads this many days after they started")
+@click.option("--abort-multipart-days", type=FiniteInt(1, lc.MAX_DAYS), help="abort uploads this many days after they started")
 @click.option("--tag", "tags", multiple=True, help="KEY=VALUE; only objects with this tag (repeatable)")
-@click.option("--larger-than", help="only objects larger than this (Reef and later)")
-@click.option("--smaller-than", help="only objects smaller than this (Reef and later)")
+@click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Reef and later)")
+@click.option("--smaller-than", type=Size(), help="only objects smaller than this (Reef and later)")
 @click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
 @click.option("--dry-run", is_flag=True, help="print the rules and commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_days: int | None,
            expired_delete_markers: bool, abort_multipart_days: int | None, tags: tuple[str, ...],
-           larger_than: str | None, smaller_than: str | None, no_run: bool, dry_run: bool, yes: bool,
+           larger_than: int | None, smaller_than: int | None, no_run: bool, dry_run: bool, yes: bool,
            as_json: bool, **kwargs: Any) -> None:
     """Install S3 lifecycle expiration rules and run them now (radosgw-admin lc process --bucket).
 
@@ -209,8 +208,7 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
     given = {"prefix": prefix, "days": days, "noncurrent_days": noncurrent_days,
              "abort_multipart_days": abort_multipart_days,
              "expired_delete_markers": expired_delete_markers or None,
-             "larger_than": parse_size(larger_than) if larger_than else None,
-             "smaller_than": parse_size(smaller_than) if smaller_than else None,
+             "larger_than": larger_than, "smaller_than": smaller_than,
              "tags": _tags(tags) or None}
     given = {k: v for k, v in given.items() if v is not None}
     cli_rule = None

@@ -20,6 +20,7 @@ from rgwkeeper.journal import Journal
 from rgwkeeper.policy.fill import projected_seconds
 from rgwkeeper.policy.spillover import recommended_db_bytes
 from rgwkeeper.snapshot import Snapshot, parse
+from rgwkeeper.units import FiniteInt
 
 
 def take_snapshot(cfg: Config, access: ClusterAccess) -> tuple[Snapshot, dict[str, Any]]:
@@ -78,7 +79,7 @@ def daemon_view(rados: RadosAdapter, cfg: Config, snap: Snapshot) -> dict[str, A
 @click.command()
 @cluster_options
 @click.option("--json", "as_json", is_flag=True, help="print the whole snapshot as JSON")
-@click.option("--buckets", "bucket_rows", type=click.IntRange(0, 10_000), default=10, show_default=True,
+@click.option("--buckets", "bucket_rows", type=FiniteInt(0, 10_000), default=10, show_default=True,
               help="how many buckets nearest a reshard to list")
 def status(as_json: bool, bucket_rows: int, **kwargs: Any) -> None:
     """Show cluster fill, BlueFS spillover, scrub state and bucket index sharding."""

@@ -50,6 +50,7 @@ from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperE
 from rgwkeeper.loadgen.client import S3Client, is_ok
 from rgwkeeper.loadgen.client import run as run_loop
 from rgwkeeper.loadgen.workload import FIELDS, OP_CODES, TYPECODES, Request, Workload, WorkerPlan
+from rgwkeeper.units import check_number, check_text
 
 log = structlog.get_logger("rgwkeeper.loadgen")
 CLEANUP_IN_FLIGHT = 8  # DeleteObjects batches in flight for the cleanup of all workers together
@@ -83,13 +84,19 @@ class RunSpec:
     prepare_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.concurrency < self.workers:
+        check_number(self.workers, "workers", lo=1, hi=256, integer=True)
+        check_number(self.concurrency, "concurrency", lo=1, hi=100_000, integer=True)
+        if self.concurrency < self.workers:
             raise UsageError(f"need at least one worker and one request in flight per worker "
                              f"(workers {self.workers}, concurrency {self.concurrency})")
-        if self.rate is not None and not 0 < self.rate <= 1_000_000:
-            raise UsageError(f"rate {self.rate} must be above 0 and at most 1000000 requests/s")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise UsageError("duration must be above 0 s")
+        if self.rate is not None:
+            check_number(self.rate, "rate", lo=0.001, hi=1_000_000, unit=" requests/s")
+        if self.duration_s is not None:
+            check_number(self.duration_s, "duration", lo=1, hi=86400, unit=" s")
+        check_number(self.request_timeout_s, "request_timeout_s", lo=0.001, hi=600, unit=" s")
+        check_number(self.prepare_concurrency, "prepare_concurrency", lo=1, hi=10_000, integer=True)
+        check_number(self.prepare_timeout_s, "prepare_timeout_s", lo=1, hi=86400, unit=" s")
+        check_text(self.region, "region")
 
     @property
     def mode(self) -> str:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import bisect
 import random
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket
+from rgwkeeper.units import MAX_INT, check_number, parse_number, parse_size
 
 OPS = ("GET", "PUT", "LIST", "DELETE")
 #: Operation codes in raw records (a byte each).
@@ -36,21 +36,14 @@ TYPECODES = ("B", "H", "q", "q", "q", "q", "q")
 #: The seed studies' mixed run (COSBench): GET 70%, PUT 20%, LIST 5%, DELETE 5%.
 DEFAULT_MIX = "GET=70,PUT=20,LIST=5,DELETE=5"
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 MAX_OBJECT_SIZE = 5 * 1024**3  # S3's single-PUT limit
+#: The largest weight of an operation or a size: weights are relative, so more is a typo.
+MAX_WEIGHT = 1e9
 
 
-def parse_size(text: str) -> int:
-    """``4KiB`` -> 4096, ``1MB`` -> 1000000, ``512`` -> 512."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    unit = m.group(2).lower() if m else ""
-    if not m or unit not in _UNITS:
-        raise UsageError(f"bad size {text!r}: use a number with B, KiB, MiB, GiB, KB, MB or GB")
-    size = int(float(m.group(1)) * _UNITS[unit])
-    if not 0 <= size <= MAX_OBJECT_SIZE:
-        raise UsageError(f"size {text!r} is out of bounds (0 to 5 GiB, S3's single-PUT limit)")
-    return size
+def object_size(text: str) -> int:
+    """One object size by the project's rule (rgwkeeper.units), at most S3's single-PUT limit."""
+    return parse_size(text, what="object size", max_bytes=MAX_OBJECT_SIZE)
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -62,11 +55,12 @@ def parse_mix(text: str) -> dict[str, float]:
         if name not in OPS:
             raise UsageError(f"bad mix {text!r}: unknown operation {name!r} (use {', '.join(OPS)})")
         try:
-            w = float(weight)
-        except ValueError:
-            raise UsageError(f"bad mix {text!r}: {part!r} needs a weight, e.g. {name}=20") from None
-        if w < 0 or name in mix:
-            raise UsageError(f"bad mix {text!r}: weights must be >= 0 and each operation given once")
+            w = parse_number(weight.strip(), "weight", lo=0, hi=MAX_WEIGHT)
+        except UsageError:
+            raise UsageError(f"bad mix {text!r}: {part!r} needs a weight from 0 to {MAX_WEIGHT:g}, "
+                             f"e.g. {name}=20") from None
+        if name in mix:
+            raise UsageError(f"bad mix {text!r}: each operation may be given once")
         mix[name] = w
     if not mix or sum(mix.values()) <= 0:
         raise UsageError(f"bad mix {text!r}: give at least one operation with a positive weight")
@@ -90,21 +84,29 @@ class SizeDist:
             lo_s, dash, hi_s = rest.partition("-")
             if not dash:
                 raise UsageError(f"bad size distribution {text!r}: use {kind}:LOW-HIGH")
-            lo, hi = parse_size(lo_s), parse_size(hi_s)
+            lo, hi = object_size(lo_s), object_size(hi_s)
             if not 0 < lo <= hi:
                 raise UsageError(f"bad size distribution {text!r}: need 0 < LOW <= HIGH")
             return cls(kind, (lo, hi))
         if "=" in text:
             pairs = [p.split("=", 1) for p in text.split(",") if p.strip()]
-            try:
-                sizes = tuple(parse_size(s) for s, _ in pairs)
-                weights = tuple(float(w) for _, w in pairs)
-            except ValueError:
-                raise UsageError(f"bad size distribution {text!r}: use SIZE=WEIGHT,...") from None
-            if any(w < 0 for w in weights) or sum(weights) <= 0:
-                raise UsageError(f"bad size distribution {text!r}: weights must be >= 0, not all 0")
+            if any(len(p) != 2 for p in pairs):
+                raise UsageError(f"bad size distribution {text!r}: use SIZE=WEIGHT,...")
+            sizes = tuple(object_size(s.strip()) for s, _ in pairs)
+            weights = tuple(parse_number(w.strip(), f"size distribution {text!r}: weight", lo=0, hi=MAX_WEIGHT)
+                            for _, w in pairs)
             return cls("choice", sizes, weights)
-        return cls("fixed", (parse_size(text),))
+        return cls("fixed", (object_size(text),))
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("fixed", "uniform", "loguniform", "choice") or not self.sizes:
+            raise UsageError(f"size distribution {self.kind!r} with sizes {self.sizes} is not one SizeDist makes")
+        for size in self.sizes:
+            check_number(size, "object size", lo=0, hi=MAX_OBJECT_SIZE, integer=True, unit=" bytes")
+        for w in self.weights:
+            check_number(w, "size weight", lo=0, hi=MAX_WEIGHT)
+        if self.kind == "choice" and (len(self.weights) != len(self.sizes) or sum(self.weights) <= 0):
+            raise UsageError("a size choice needs one weight per size, not all 0")
 
     @property
     def max_size(self) -> int:
@@ -154,8 +156,18 @@ class Workload:
     list_max_keys: int = 100
 
     def __post_init__(self) -> None:
-        if self.buckets < 1 or self.prefixes < 1:
-            raise UsageError("buckets and prefixes must be at least 1")
+        for op, w in self.mix.items():
+            if op not in OPS:
+                raise UsageError(f"unknown operation {op!r} in the mix (use {', '.join(OPS)})")
+            check_number(w, f"mix weight of {op}", lo=0, hi=MAX_WEIGHT)
+        if sum(self.mix.values()) <= 0:
+            raise UsageError("the mix needs at least one operation with a positive weight")
+        check_number(self.seed, "seed", lo=-MAX_INT, hi=MAX_INT, integer=True)
+        check_number(self.buckets, "buckets", lo=1, hi=10_000, integer=True)
+        check_number(self.prefixes, "prefixes", lo=1, hi=1_000_000, integer=True)
+        check_number(self.objects_per_worker, "objects_per_worker", lo=0, hi=100_000_000, integer=True)
+        check_number(self.guard, "guard", lo=0, hi=1_000_000, integer=True)
+        check_number(self.list_max_keys, "list_max_keys", lo=1, hi=1000, integer=True)
         for name in self.bucket_names():
             validate_bucket(name)
 

@@ -18,9 +18,12 @@ from typing import Any, Mapping
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S
 
 RULE_ID_PREFIX = "rgwkeeper-"
 DAY_S = 86400
+#: The most days a rule may wait (100 years): more is a typo, and RGW keeps days in an int.
+MAX_DAYS = MAX_DURATION_S // DAY_S
 
 # Releases whose RGW knows ObjectSizeGreaterThan/ObjectSizeLessThan in lifecycle filters
 # (added in Reef; Pacific 16.2.15 rejects the rule with MalformedXML).
@@ -112,12 +115,13 @@ class ExpiryRule:
         return rules
 
 
-def _positive_int(d: Mapping[str, Any], key: str, problems: list[str], lo: int = 1) -> int | None:
+def _positive_int(d: Mapping[str, Any], key: str, problems: list[str], lo: int = 1,
+                  hi: int = MAX_DAYS) -> int | None:
     v = d.get(key)
     if v is None:
         return None
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        problems.append(f"{key} must be a whole number of at least {lo}, got {v!r}")
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        problems.append(f"{key} must be a whole number from {lo} to {hi:,}, got {v!r}")
         return None
     return v
 
@@ -151,8 +155,8 @@ def rule_problems(d: Mapping[str, Any], *, pattern_ok: bool = True) -> tuple[Exp
     days = _positive_int(d, "days", problems)
     noncurrent = _positive_int(d, "noncurrent_days", problems)
     abort = _positive_int(d, "abort_multipart_days", problems)
-    larger = _positive_int(d, "larger_than", problems, lo=0)
-    smaller = _positive_int(d, "smaller_than", problems)
+    larger = _positive_int(d, "larger_than", problems, lo=0, hi=MAX_BYTES)
+    smaller = _positive_int(d, "smaller_than", problems, hi=MAX_BYTES)
     dm = d.get("expired_delete_markers", False)
     if not isinstance(dm, bool):
         problems.append(f"expired_delete_markers must be true or false, got {dm!r}")

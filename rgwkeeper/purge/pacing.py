@@ -24,7 +24,8 @@ from typing import Awaitable, Callable
 
 import structlog
 
-from rgwkeeper.config import MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.errors import UsageError
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -143,9 +144,9 @@ class RateCap:
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        if not rate_cap_ok(rate):
-            raise ValueError(f"a rate cap must be 0 (none) or a finite number of objects a second from "
-                             f"{MIN_PURGE_RATE}; got {rate}")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate_cap_ok(rate):
+            raise UsageError(f"a rate cap must be 0 (none) or a finite number of objects a second from "
+                             f"{MIN_PURGE_RATE:g} to {MAX_PURGE_RATE:g}; got {rate!r}")
         self.rate = rate
         self._clock = clock
         self._sleep = sleep

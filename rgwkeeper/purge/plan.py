@@ -43,6 +43,7 @@ from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
 #: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;
@@ -87,8 +88,7 @@ class PurgeRequest:
             validate_prefix(self.prefix)
         if self.method not in METHODS:
             raise UsageError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if self.older_than_s is not None and self.older_than_s <= 0:
-            raise UsageError("--older-than must be positive")
+        _check_filters(self)
 
     @property
     def whole_bucket(self) -> bool:
@@ -108,6 +108,18 @@ class PurgeRequest:
         if self.smaller_than is not None:
             parts.append(f"smaller than {self.smaller_than} B")
         return ", ".join(parts)
+
+
+def _check_filters(r: PurgeRequest) -> None:
+    """The filters as numbers, for callers of the Python API (the CLI's parsers check the text):
+    a NaN cutoff would match every object, so nothing non-finite or out of range gets through."""
+    if r.older_than_s is not None:
+        check_number(r.older_than_s, "older_than_s", lo=0, hi=MAX_DURATION_S, unit=" s")
+        if r.older_than_s == 0:
+            raise UsageError("older_than_s must be above 0 s")
+    for name in ("larger_than", "smaller_than"):
+        if getattr(r, name) is not None:
+            check_number(getattr(r, name), name, lo=0, hi=MAX_BYTES, integer=True, unit=" bytes")
 
 
 @dataclass(frozen=True)
@@ -476,32 +488,3 @@ def _duration(s: float) -> str:
         if s >= n and s % n == 0:
             return f"{int(s // n)}{unit}"
     return f"{s:g}s"
-
-
-def parse_duration(text: str) -> float:
-    """``30s``, ``15m``, ``12h``, ``7d`` (or plain seconds) -> seconds."""
-    t = text.strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-    try:
-        if t and t[-1] in units:
-            value = float(t[:-1]) * units[t[-1]]
-        else:
-            value = float(t)
-    except ValueError:
-        raise UsageError(f"duration {text!r} is not like 30s, 15m, 12h or 7d") from None
-    if value <= 0:
-        raise UsageError(f"duration {text!r} must be positive")
-    return value
-
-
-def parse_size(text: str) -> int:
-    """``4096``, ``64K``, ``4M``, ``1G`` (powers of 1024) -> bytes."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except (ValueError, KeyError):
-        raise UsageError(f"size {text!r} is not like 4096, 64K, 4M or 1G") from None
-    if value < 0:
-        raise UsageError(f"size {text!r} must not be negative")
-    return value

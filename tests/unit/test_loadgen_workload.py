@@ -8,8 +8,8 @@ import random
 import pytest
 
 from rgwkeeper.errors import InvalidName, UsageError
-from rgwkeeper.loadgen.workload import (DEFAULT_MIX, POOL_SLACK, SizeDist, Workload, WorkerPlan, parse_mix,
-                                        parse_size)
+from rgwkeeper.loadgen.workload import (DEFAULT_MIX, POOL_SLACK, SizeDist, Workload, WorkerPlan, object_size,
+                                        parse_mix)
 
 
 def _requests(workload, worker=0, n=2000):
@@ -19,19 +19,20 @@ def _requests(workload, worker=0, n=2000):
 
 
 def test_sizes_and_their_units():
-    assert parse_size("4KiB") == 4096
-    assert parse_size("1MB") == 1_000_000
-    assert parse_size("512") == 512
-    assert parse_size("1.5 MiB") == 1572864
-    for bad in ("4XB", "", "-1", "6GiB"):
+    assert object_size("4KiB") == 4096
+    assert object_size("1MB") == 1_000_000
+    assert object_size("512") == 512
+    assert object_size("1.5 MiB") == 1572864
+    for bad in ("4XB", "", "-1", "6GiB", "1K", "nan", "infKiB"):
         with pytest.raises(UsageError):
-            parse_size(bad)
+            object_size(bad)
 
 
 def test_mix_parsing_keeps_positive_weights():
     assert parse_mix(DEFAULT_MIX) == {"GET": 70, "PUT": 20, "LIST": 5, "DELETE": 5}
     assert parse_mix("put=1, get=0") == {"PUT": 1}
-    for bad in ("HEAD=5", "PUT", "PUT=-1", "GET=0", "PUT=1,PUT=2"):
+    for bad in ("HEAD=5", "PUT", "PUT=-1", "GET=0", "PUT=1,PUT=2", "PUT=nan", "PUT=inf", "PUT=1e400",
+                "GET=nan,PUT=1"):
         with pytest.raises(UsageError):
             parse_mix(bad)
 
