@@ -13,11 +13,13 @@ A credentials file is TOML with ``access_key`` and ``secret_key`` and must be mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from rgwkeeper.errors import CredentialsError, UsageError
 
@@ -78,10 +80,7 @@ def resolve(
         raise UsageError(f"--name {client_name!r} is not a client name; use client.ID or --id ID")
 
     conf_path = Path(conf or os.environ.get("CEPH_CONF") or d.conf or DEFAULT_CONF)
-    if not conf_path.is_file():
-        raise UsageError(f"ceph.conf {conf_path} does not exist; pass --conf PATH or set CEPH_CONF")
-    if not os.access(conf_path, os.R_OK):
-        raise CredentialsError(f"cannot read ceph.conf {conf_path}: permission denied")
+    check_readable(conf_path, "ceph.conf", hint="pass --conf PATH or set CEPH_CONF")
 
     keyring_path = Path(keyring) if keyring else (Path(d.keyring) if d.keyring else None)
     if keyring_path is not None:
@@ -110,18 +109,49 @@ class ClusterDefaults:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
-def check_readable(path: Path, what: str) -> None:
+def check_readable(path: Path, what: str, *, hint: str | None = None,
+                   error: type[UsageError] = CredentialsError) -> None:
+    """Refuse, in one line, a file that is missing, a directory, or that this user cannot read
+    (itself, or because a directory above it cannot be entered)."""
+    with _opened(path, what, hint=hint, error=error):
+        pass
+
+
+def read_text(path: Path, what: str, *, hint: str | None = None,
+              error: type[UsageError] = CredentialsError) -> str:
+    """The file's text (UTF-8), or one line saying why it cannot be had."""
+    with _opened(path, what, hint=hint, error=error) as f:
+        data = f.read()
     try:
-        with open(path, "rb"):
-            pass
-    except FileNotFoundError:
-        raise CredentialsError(f"{what} {path} does not exist; pass --{what} PATH") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # The offset only: the bytes around it may be part of a secret.
+        raise error(f"{what} {path} is not valid UTF-8 (byte {exc.start}); write it as UTF-8 text") from None
+
+
+@contextlib.contextmanager
+def _opened(path: Path, what: str, *, hint: str | None, error: type[UsageError]) -> Iterator[BinaryIO]:
+    try:
+        f = open(path, "rb")
+    except (FileNotFoundError, NotADirectoryError):
+        raise error(f"{what} {path} does not exist; {hint or f'pass --{what} PATH'}") from None
     except PermissionError:
-        raise CredentialsError(
-            f"cannot read {what} {path}: permission denied; run as a user that can read it"
-        ) from None
+        raise error(f"cannot read {what} {path}: permission denied{_blocked_by(path)}; "
+                    f"run as a user that can read it (docs/operations.md)") from None
     except IsADirectoryError:
-        raise CredentialsError(f"{what} {path} is a directory, not a file") from None
+        raise error(f"{what} {path} is a directory, not a file") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
+    with f:
+        yield f
+
+
+def _blocked_by(path: Path) -> str:
+    """Which directory above ``path`` this user cannot enter, if one is the reason."""
+    for parent in reversed(path.absolute().parents):
+        if not os.access(parent, os.X_OK):
+            return f" (cannot enter directory {parent})"
+    return ""
 
 
 def check_private(path: Path, what: str) -> None:
@@ -140,7 +170,7 @@ def check_private(path: Path, what: str) -> None:
 def load_credentials(path: Path) -> RgwCredentials:
     check_private(path, "credentials file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(read_text(path, "credentials file"))
     except tomllib.TOMLDecodeError as exc:
         # The decoder's message names a line and column, never the file's content.
         raise CredentialsError(f"credentials file {path} is not valid TOML ({exc})") from None

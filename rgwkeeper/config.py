@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import tomllib
 import types
@@ -19,10 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgwkeeper.access import ClusterDefaults
-from rgwkeeper.errors import ConfigError
+from rgwkeeper.access import ClusterDefaults, read_text
+from rgwkeeper.errors import ConfigError, UsageError
+from rgwkeeper.units import check_text
 
 DEFAULT_CONFIG_PATH = Path("/etc/rgwkeeper/rgwkeeper.toml")
+#: The bound of every op/s threshold: far beyond any cluster, so a larger number is a typo.
+MAX_OPS = 1e9
 
 
 def opt(default: Any, doc: str, **bounds: Any) -> Any:
@@ -97,7 +101,8 @@ class DaemonSection:
         "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
     instance_id: str | None = opt(None, "This node's identity in the lock and journal. Default: the hostname.")
     state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
-    metrics_address: str = opt("127.0.0.1:9877", "host:port for the Prometheus /metrics endpoint; empty to disable.")
+    metrics_address: str = opt("127.0.0.1:9877", "host:port (or [IPv6]:port) for the Prometheus /metrics endpoint, "
+                               "port 1 to 65535; empty to disable.", empty_ok=True)
     shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends restoring overrides "
                                     "before it exits anyway.", min=1.0, max=600.0)
 
@@ -106,7 +111,8 @@ class DaemonSection:
 class GatesSection:
     """When the daemon may make changes at all. Restoring overrides is always allowed."""
 
-    max_inactive_pgs: int = opt(0, "Most PGs not active at which rgwkeeper still changes settings.", min=0)
+    max_inactive_pgs: int = opt(0, "Most PGs not active at which rgwkeeper still changes settings.", min=0,
+                                max=10_000_000)
     max_degraded_ratio: float = opt(0.05, "Largest fraction of degraded objects at which rgwkeeper still "
                                     "changes settings.", min=0.0, max=1.0)
     maintenance_window: str | None = opt(
@@ -122,9 +128,10 @@ class ScrubThrottleSection:
     high_write_ops: float = opt(
         20000.0, "Smoothed client write op/s on the RGW data pools (as `ceph osd pool stats` counts them) "
         "above which deep scrub is throttled. Measured on Pacific: one small S3 PUT counts as about 10 "
-        "write ops there (each xattr of the head object is one), so 20000 is about 2000 PUT/s.", min=0.0)
+        "write ops there (each xattr of the head object is one), so 20000 is about 2000 PUT/s.", min=0.0,
+        max=MAX_OPS)
     low_write_ops: float = opt(10000.0, "Smoothed write op/s below which (for hold_s) the throttle is "
-                               "released. Must be below high_write_ops.", min=0.0)
+                               "released. Must be below high_write_ops.", min=0.0, max=MAX_OPS)
     smoothing_s: float = opt(60.0, "Time constant of the moving average of write op/s, seconds.",
                              min=0.0, max=3600.0)
     hold_s: float = opt(300.0, "Seconds load must stay under low_write_ops before scrub is given back.",
@@ -158,7 +165,8 @@ class PreshardSection:
     growth_factor: float = opt(2.0, "When the daemon reshards a bucket, size it for its object count times "
                                "this.", min=1.0, max=100.0)
     max_write_ops: float = opt(5000.0, "The daemon reshards only while the smoothed client write op/s on the "
-                               "RGW data pools is below this (a reshard blocks writes to that bucket).", min=0.0)
+                               "RGW data pools is below this (a reshard blocks writes to that bucket).", min=0.0,
+                               max=MAX_OPS)
     daemon_reshards: bool = opt(True, "Let the daemon reshard buckets nearing the threshold and run "
                                 "the ingest plans.")
     plans: list[dict] = opt(
@@ -227,7 +235,7 @@ class SpilloverSection:
 
     enabled: bool = opt(True, "Compact OSDs whose BlueFS spills onto the slow device (ceph tell osd.N compact).")
     max_write_ops: float = opt(5000.0, "Compact only while the smoothed client write op/s on the RGW data "
-                               "pools is below this.", min=0.0)
+                               "pools is below this.", min=0.0, max=MAX_OPS)
     min_interval_s: float = opt(86400.0, "Do not compact the same OSD again within this many seconds.",
                                 min=0.0, max=30 * 86400.0)
     db_headroom: float = opt(1.3, "When compaction does not clear spillover, recommend a DB device of "
@@ -332,18 +340,23 @@ SECTIONS: dict[str, type] = {
 def load(path: Path | None, *, required: bool = False) -> Config:
     """Load and validate a config file; ``None`` or a missing default path gives defaults."""
     if path is None:
-        if not DEFAULT_CONFIG_PATH.exists():
+        # Only a missing default file means defaults: one the service user cannot read is an
+        # error, or the daemon would run on defaults the operator never chose.
+        if not os.path.lexists(DEFAULT_CONFIG_PATH) and _enterable(DEFAULT_CONFIG_PATH.parent):
             return Config()
         path = DEFAULT_CONFIG_PATH
-    elif not path.exists():
-        raise ConfigError(f"config file {path} does not exist; pass --config PATH or create it")
     try:
-        raw = tomllib.loads(path.read_text())
-    except PermissionError:
-        raise ConfigError(f"cannot read config file {path}: permission denied") from None
+        raw = tomllib.loads(read_text(path, "config file", hint="pass --config PATH or create it",
+                                      error=ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     return parse(raw, source=str(path))
+
+
+def _enterable(directory: Path) -> bool:
+    """False when this user cannot look into ``directory`` (or one above it), so cannot tell
+    whether a file is there."""
+    return all(os.access(d, os.X_OK) for d in (directory, *directory.parents) if os.path.isdir(d))
 
 
 def parse(raw: dict[str, Any], source: str = "config") -> Config:
@@ -377,7 +390,18 @@ def rate_cap_ok(value: float) -> bool:
     to MAX_PURGE_RATE."""
     return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value <= MAX_PURGE_RATE)
 
-_WINDOW_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+# Used with fullmatch: `$` would also match before a final newline.
+_WINDOW_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)", re.ASCII)
+_HOST_PORT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):([0-9]{1,5})", re.ASCII)
+
+
+def parse_host_port(address: str) -> tuple[str, int] | None:
+    """``host:port`` or ``[IPv6]:port`` -> (host without brackets, port), or None if it is not one
+    with a port from 1 to 65535 (a larger one passes a digits check and fails at bind)."""
+    m = _HOST_PORT_RE.fullmatch(address)
+    if not m or not 1 <= int(m.group(2)) <= 65535:
+        return None
+    return m.group(1).strip("[]"), int(m.group(2))
 
 
 def _cross_checks(sections: dict[str, Any]) -> list[str]:
@@ -387,7 +411,7 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
         out.append(f"scrub_throttle.low_write_ops ({st.low_write_ops}) must be below high_write_ops "
                    f"({st.high_write_ops})")
     g = sections.get("gates")
-    if g is not None and g.maintenance_window is not None and not _WINDOW_RE.match(g.maintenance_window):
+    if g is not None and g.maintenance_window is not None and not _WINDOW_RE.fullmatch(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
     pu = sections.get("purge")
     if pu is not None and not rate_cap_ok(pu.max_objects_per_second):
@@ -400,8 +424,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if d is not None and d.lease_s < 2 * d.tick_s:
         out.append(f"daemon.lease_s ({d.lease_s}) must be at least twice daemon.tick_s ({d.tick_s}) so the "
                    "leader renews it in time")
-    if d is not None and d.metrics_address and not re.match(r"^[^:\s]+:\d{1,5}$", d.metrics_address):
-        out.append(f"daemon.metrics_address must be host:port, got {d.metrics_address!r}")
+    if d is not None and d.metrics_address and parse_host_port(d.metrics_address) is None:
+        out.append(f"daemon.metrics_address must be host:port with a port from 1 to 65535 (or empty), "
+                   f"got {d.metrics_address!r}")
     pg = sections.get("purge")
     if pg is not None and pg.lifecycle_rules:
         from rgwkeeper.purge.lifecycle import rule_problems
@@ -489,6 +514,12 @@ def _check(tp: Any, meta: Any, value: Any) -> str | None:
             return f"must be at least {lo}, got {value}"
         if hi is not None and value > hi:
             return f"must be at most {hi}, got {value}"
+    for text in (value if isinstance(value, list) else [value]):
+        if isinstance(text, str) and not (text == "" and meta.get("empty_ok")):
+            try:
+                check_text(text, "")
+            except UsageError:
+                return f"must not be empty or have surrounding whitespace or control characters, got {text!r}"
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         return f"must be one of {', '.join(map(str, choices))}, got {value!r}"

@@ -12,7 +12,8 @@ import re
 
 from rgwkeeper.errors import InvalidName
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# Used with fullmatch: `$` would also match before a final newline ("abc\n").
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 _PREFIX_FORBIDDEN = re.compile(r"[%&\s\x00-\x1f\x7f\\]")
 MAX_PREFIX_LEN = 1024  # S3 object key limit, in bytes
 
@@ -26,7 +27,7 @@ def validate_bucket(name: str) -> str:
         raise InvalidName(f"bucket name {shown!r} starts with '-'; bucket names start with a letter or digit")
     if not 3 <= len(name) <= 63:
         raise InvalidName(f"bucket name {shown!r} has {len(name)} characters; it must have 3 to 63")
-    if not _BUCKET_RE.match(name):
+    if not _BUCKET_RE.fullmatch(name):
         bad = sorted({c for c in name if not (c.islower() or c.isdigit() or c in ".-")} or {"first/last"})
         raise InvalidName(
             f"bucket name {shown!r} is not valid: only lowercase letters, digits, '.' and '-' are "

@@ -31,6 +31,7 @@ from rgwkeeper.errors import CephError, UsageError
 from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, default_workers, run_load
 from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
+from rgwkeeper.names import validate_bucket
 from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, Text
 
 log = structlog.get_logger("rgwkeeper.loadgen")
@@ -42,12 +43,25 @@ _EXIT = {analysis.PASS: 0, analysis.FAIL: EXIT_FAIL, analysis.INCONCLUSIVE: EXIT
 
 # -- options ------------------------------------------------------------------------------------
 
+def _checked(parse: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, str], str]:
+    """A click callback that refuses what ``parse`` refuses, before anything is contacted; the
+    text goes on unchanged (the workload is built from it once the config is read)."""
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        try:
+            parse(value)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return value
+
+    return check
+
+
 def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The workload and how it is driven (shared by ``loadgen run`` and ``verify``)."""
     options = [
-        click.option("--mix", default=DEFAULT_MIX, show_default=True,
+        click.option("--mix", default=DEFAULT_MIX, show_default=True, callback=_checked(parse_mix),
                      help="operation weights, e.g. PUT=100 or GET=70,PUT=20,LIST=5,DELETE=5"),
-        click.option("--size", "size_text", default="4KiB", show_default=True,
+        click.option("--size", "size_text", default="4KiB", show_default=True, callback=_checked(SizeDist.parse),
                      help="object size: 4KiB, uniform:1KiB-1MiB, loguniform:1KiB-64MiB or 4KiB=90,1MiB=10"),
         click.option("--rate", type=FiniteFloat(0.001, 1_000_000), default=None,
                      help="open loop: requests/s of all workers together, each timed from its intended "
@@ -62,6 +76,7 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--prefixes", type=FiniteInt(1, 1_000_000), default=4, show_default=True,
                      help="key prefixes per bucket (LIST lists one)"),
         click.option("--bucket-prefix", type=Text(), default="rgwkeeper-loadgen", show_default=True,
+                     callback=_checked(lambda p: validate_bucket(f"{p}-000")),
                      help="bucket names are PREFIX-000, PREFIX-001, ..."),
         click.option("--objects", type=FiniteInt(0, 100_000_000), default=1000, show_default=True,
                      help="objects written before the start for GET, LIST and DELETE to use (all workers)"),

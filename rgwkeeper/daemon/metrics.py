@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from rgwkeeper.config import parse_host_port
+from rgwkeeper.errors import UsageError
 from rgwkeeper.snapshot import Snapshot
 
 
@@ -38,8 +40,10 @@ class Metrics:
         self.pgs_deep_scrubbing = Gauge("rgwkeeper_pgs_deep_scrubbing", "PGs deep-scrubbing", registry=r)
 
     def serve(self, address: str) -> None:
-        host, port = address.rsplit(":", 1)
-        start_http_server(int(port), addr=host, registry=self.registry)
+        parsed = parse_host_port(address)
+        if parsed is None:
+            raise UsageError(f"metrics address {address!r} is not host:port with a port from 1 to 65535")
+        start_http_server(parsed[1], addr=parsed[0], registry=self.registry)
 
     def observe(self, snap: Snapshot, smoothed_write_ops: float | None) -> None:
         self.raw_used_ratio.set(snap.raw.used_ratio)

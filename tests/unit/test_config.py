@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,63 @@ def test_invalid_toml(tmp_path):
     p.write_text("[cluster\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         config.load(p)
+
+
+def test_every_number_field_declares_both_bounds():
+    # A number without a max let 10**400 through to float() (an OverflowError traceback): a new
+    # field cannot forget its bounds.
+    for name, cls in config.SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if set(typing.get_args(hints[f.name]) or (hints[f.name],)) & {int, float}:
+                assert f.metadata.get("min") is not None and f.metadata.get("max") is not None, \
+                    f"{name}.{f.name} needs min= and max="
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[scrub_throttle]\nhigh_write_ops = 1" + "0" * 400, "scrub_throttle.high_write_ops must be at most"),
+    ("[gates]\nmax_inactive_pgs = 9223372036854775807", "gates.max_inactive_pgs must be at most"),
+    ("[daemon]\ntick_s = nan", "daemon.tick_s must be a finite number"),
+    ("[daemon]\nshutdown_timeout_s = -inf", "daemon.shutdown_timeout_s must be a finite number"),
+    ('[daemon]\nmetrics_address = "127.0.0.1:99999"', "daemon.metrics_address must be host:port with a port"),
+    ('[daemon]\nmetrics_address = "127.0.0.1:0"', "daemon.metrics_address must be host:port with a port"),
+    ('[daemon]\nmetrics_address = "127.0.0.1:9877\\n"', "daemon.metrics_address must"),
+    ('[daemon]\nmetrics_address = "localhost"', "daemon.metrics_address must be host:port"),
+    ('[daemon]\nmetrics_address = ":9877"', "daemon.metrics_address must be host:port"),
+    ('[gates]\nmaintenance_window = "22:00-06:00\\n"', "gates.maintenance_window must"),
+    ('[daemon]\npool = ""', "daemon.pool must not be empty"),
+    ('[daemon]\ninstance_id = " node1"', "daemon.instance_id must not be empty or have surrounding whitespace"),
+    ('[cluster]\nname = "client.admin\\n"', "cluster.name must not"),
+    ('[purge]\nprotected_buckets = ["prod-*", ""]', "purge.protected_buckets must not be empty"),
+    ("[[preshard.plans]]\nbucket = \"b12\"\nexpected_objects = nan", "expected_objects must be a whole number"),
+    ("[[preshard.plans]]\nbucket = \"b12\\n\"\nexpected_objects = 5", "bucket name 'b12\\n' is not valid"),
+    ("[[purge.lifecycle_rules]]\nbucket = \"b12\"\ndays = 99999999999", "days must be a whole number from 1 to"),
+    ("[[purge.lifecycle_rules]]\nbucket = \"b12\"\ndays = 1\nlarger_than = 9223372036854775807\n"
+     "smaller_than = inf", "smaller_than must be a whole number"),
+])
+def test_no_non_finite_overflowing_or_padded_value_gets_through(tmp_path, text, expected):
+    p = tmp_path / "c.toml"
+    p.write_text(text + "\n")
+    with pytest.raises(ConfigError) as exc:
+        config.load(p)
+    assert expected in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("address, parsed", [
+    ("127.0.0.1:9877", ("127.0.0.1", 9877)), ("[::1]:9877", ("::1", 9877)), ("metrics.example:1", ("metrics.example", 1)),
+    ("host:65535", ("host", 65535)), ("host:65536", None), ("::1:9877", None), ("host:+80", None), ("host:\u0663", None),
+])
+def test_metrics_address(address, parsed):
+    assert config.parse_host_port(address) == parsed
+    if parsed:
+        assert config.parse({"daemon": {"metrics_address": address}}).daemon.metrics_address == address
+    assert config.parse({"daemon": {"metrics_address": ""}}).daemon.metrics_address == ""
+
+
+def test_the_daemon_refuses_a_bad_metrics_port_in_one_line_too():
+    # What crashed the daemon at start (an OverflowError from bind) when the check let 99999 through.
+    from rgwkeeper.daemon.metrics import Metrics
+    from rgwkeeper.errors import UsageError
+
+    with pytest.raises(UsageError, match="port from 1 to 65535"):
+        Metrics().serve("127.0.0.1:99999")
