@@ -157,7 +157,8 @@ def test_no_answer_is_a_timeout_and_no_server_a_connection_error():
 
 def test_setup_calls_raise_typed_errors_without_secrets():
     async def main():
-        body = b"<Error><Code>AccessDenied</Code><Message></Message></Error>"
+        # An answer that echoes the secret (as a misbehaving proxy or RGW's debug output might).
+        body = f"<Error><Code>AccessDenied</Code><Message>{CREDS.secret_key}</Message></Error>".encode()
         _, server, url = await _serve([b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)])
         async with server, S3Client(url, CREDS) as s3:
             with pytest.raises(CephError) as denied:
