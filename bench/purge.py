@@ -17,7 +17,7 @@ RGW would wait ``rgw_gc_obj_min_wait``, 2 h by default, before even starting; th
 time is printed too). After each method the data pool is listed for the bucket's marker:
 anything left is reported. The machine is shared and noisy: compare ratios within one run.
 
-    .venv/bin/python -m bench.purge [--small 3000] [--small-sizes 4K-64K] [--large 24] [--repeat 1]
+    .venv/bin/python -m bench.purge [--small 3000] [--small-sizes 4KiB-64KiB] [--large 24] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ DATA_POOL = "default.rgw.buckets.data"
 
 
 def parse_range(text: str) -> tuple[int, int]:
-    from rgwkeeper.purge.plan import parse_size
+    from rgwkeeper.units import parse_size
 
     lo, _, hi = text.partition("-")
     return parse_size(lo), parse_size(hi or lo)
@@ -239,9 +239,9 @@ def run_set(b: Bench, tag: str, sizes: list[int], multipart_from: int | None, me
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--small", type=int, default=3000, help="objects in the small set (0: skip)")
-    p.add_argument("--small-sizes", default="4K-64K")
+    p.add_argument("--small-sizes", default="4KiB-64KiB")
     p.add_argument("--large", type=int, default=24, help="objects in the large set (0: skip)")
-    p.add_argument("--large-sizes", default="8M-24M")
+    p.add_argument("--large-sizes", default="8MiB-24MiB")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--seed", type=int, default=73348)
     p.add_argument("--methods", default=",".join((*STOCK, "rgwkeeper", "rados-floor")))
