@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rgwkeeper import config as config_mod
-from rgwkeeper.access import RgwCredentials, load_credentials
+from rgwkeeper.access import RgwCredentials, load_credentials, read_text
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.errors import CephError, UsageError
 from rgwkeeper.loadgen import analysis
@@ -306,9 +306,10 @@ def compare_cmd(config_path: Path | None, baseline: Path, candidate: Path, as_js
     loaded = []
     for path in (baseline, candidate):
         try:
-            loaded.append(analysis.load_result(json.loads(path.read_text()), path.name))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{path}: {exc}") from None
+            data = json.loads(read_text(path, "result file", error=UsageError), parse_constant=_no_constant)
+            loaded.append(analysis.load_result(data, path.name))
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
+            raise UsageError(f"{path} is not a usable result: {exc}") from None
     (bs, bw), (cs, cw) = loaded
     bw = analysis.Window("baseline", bw.start, bw.end)
     cw = analysis.Window("candidate", cw.start, cw.end)
@@ -321,6 +322,11 @@ def compare_cmd(config_path: Path | None, baseline: Path, candidate: Path, as_js
         console.print(f"baseline {baseline} vs candidate {candidate}")
         render_verdict(out["verdict"], console)
     raise SystemExit(_EXIT[verdict.outcome])
+
+
+def _no_constant(name: str) -> None:
+    # Python's json reads NaN and Infinity, which no result rgwkeeper writes holds.
+    raise ValueError(f"{name} is not a number a result holds")
 
 
 MAINTENANCE_KINDS = ("deep-scrub", "none")

@@ -491,6 +491,10 @@ def series_from_json(data: dict[str, Any]) -> Series:
     if (grid.get("min_us"), grid.get("growth"), grid.get("buckets")) != (GRID_MIN_US, GRID_GROWTH, GRID_BUCKETS):
         raise ValueError(f"latency grid {grid} differs from this version's; cannot compare")
     n = int(data["seconds"])
+    # Never more seconds than the file holds: the dense histograms are allocated up front.
+    held = min((len(d["ok"]) for d in data["ops"].values()), default=n)
+    if not 0 <= n <= held:
+        raise ValueError(f"the series claims {n} seconds but holds {held}")
     ops = {}
     for name, d in data["ops"].items():
         hist = np.zeros((n, GRID_BUCKETS), dtype=np.int64)

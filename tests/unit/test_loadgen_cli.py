@@ -76,6 +76,29 @@ def test_compare_refuses_a_file_that_is_not_a_result(tmp_path, capsys):
     assert rc == 2 and "is not an rgwkeeper loadgen result" in err and err.count("\n") == 1
 
 
+def _tampered(data, path):
+    series = data["series"]
+    if path == "seconds":
+        series["seconds"] = 10**12  # was a 10**12 x 400 array allocated up front
+    elif path == "nan":
+        series["ops"]["PUT"]["ok"][0] = float("nan")
+    elif path == "index":
+        series["ops"]["PUT"]["hist"][0] = [[10**6, 1]]  # an IndexError traceback
+    elif path == "overflow":
+        series["ops"]["PUT"]["ok"][0] = 10**30  # an OverflowError traceback
+    elif path == "window":
+        data["windows"]["run"]["window"]["end"] = float("inf")
+    return data
+
+
+@pytest.mark.parametrize("how", ["seconds", "nan", "index", "overflow", "window"])
+def test_compare_refuses_a_tampered_result_in_one_line(tmp_path, capsys, how):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_tampered(json.loads(FIXTURE.read_text()), how)))
+    rc, _, err = _run(["loadgen", "compare", str(bad), str(FIXTURE)], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "is not a usable result" in err, err
+
+
 def test_verify_needs_exactly_one_maintenance(capsys, tmp_path):
     rc, _, err = _run(["verify", "--conf", str(tmp_path / "x.conf")], capsys)
     assert rc == 2 and "give exactly one of --maintenance" in err
