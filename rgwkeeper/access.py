@@ -20,6 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
+from urllib.parse import urlsplit
 
 from rgwkeeper.errors import CredentialsError, UsageError
 
@@ -87,14 +88,43 @@ def resolve(
         check_readable(keyring_path, "keyring")
 
     creds = rgw_credentials or d.rgw_credentials_file
+    endpoint = rgw_endpoint or d.rgw_endpoint or None
+    if endpoint is not None:
+        check_endpoint(endpoint)
     return ClusterAccess(
         conf=conf_path,
         keyring=keyring_path,
         client_name=client_name,
-        rgw_endpoint=(rgw_endpoint or d.rgw_endpoint or None),
+        rgw_endpoint=endpoint,
         rgw_credentials_file=Path(creds) if creds else None,
         timeout_s=timeout_s if timeout_s is not None else d.timeout_s,
     )
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` is not an RGW endpoint like http://rgw1:8080, or None."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of 0-65535 or not a number
+    except ValueError as exc:
+        return f"RGW endpoint {url!r} is not a URL like http://rgw1:8080 ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname or url != url.strip():
+        return f"RGW endpoint {url!r} is not an http(s) URL like http://rgw1:8080"
+    if port == 0:
+        return f"RGW endpoint {url!r} has port 0; give a port from 1 to 65535"
+    if parts.username is not None or parts.password is not None:
+        # A secret in the URL would be shown wherever the endpoint is (errors, logs).
+        return "RGW endpoint has a user or password in it; put the keys in the credentials file"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"RGW endpoint {url!r} has a path, query or fragment; give only scheme, host and port"
+    return None
+
+
+def check_endpoint(url: str) -> str:
+    problem = endpoint_problem(url)
+    if problem:
+        raise UsageError(problem)
+    return url
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgwkeeper.access import ClusterDefaults, read_text
+from rgwkeeper.access import ClusterDefaults, endpoint_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
 from rgwkeeper.units import check_text
 
@@ -427,6 +427,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if d is not None and d.metrics_address and parse_host_port(d.metrics_address) is None:
         out.append(f"daemon.metrics_address must be host:port with a port from 1 to 65535 (or empty), "
                    f"got {d.metrics_address!r}")
+    r = sections.get("rgw")
+    if r is not None and r.endpoint is not None and endpoint_problem(r.endpoint):
+        out.append(f"rgw.endpoint: {endpoint_problem(r.endpoint)}")
     pg = sections.get("purge")
     if pg is not None and pg.lifecycle_rules:
         from rgwkeeper.purge.lifecycle import rule_problems

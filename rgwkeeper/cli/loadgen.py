@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rgwkeeper import config as config_mod
-from rgwkeeper.access import RgwCredentials, load_credentials, read_text
+from rgwkeeper.access import RgwCredentials, check_endpoint, load_credentials, read_text
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.errors import CephError, UsageError
 from rgwkeeper.loadgen import analysis
@@ -109,7 +109,7 @@ def _rgw(cfg: config_mod.Config, endpoint: str | None, credentials: str | None) 
         raise UsageError("no RGW endpoint: set rgw.endpoint in the config or pass --rgw-endpoint URL")
     if not creds:
         raise UsageError("no RGW credentials: set rgw.credentials_file in the config or pass --rgw-credentials FILE")
-    return endpoint, load_credentials(Path(creds))
+    return check_endpoint(endpoint), load_credentials(Path(creds))
 
 
 def tolerances(cfg: config_mod.Config) -> analysis.Tolerances:

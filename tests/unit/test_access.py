@@ -90,3 +90,12 @@ def test_bad_toml_does_not_leak_content(tmp_path):
     with pytest.raises(CredentialsError, match="not valid TOML") as exc:
         load_credentials(_creds(tmp_path, 'secret_key = "s3cr3t-value\n'))
     assert "s3cr3t" not in str(exc.value)
+
+
+@pytest.mark.parametrize("endpoint", ["http://rgw:99999", "http://rgw:0", "ftp://rgw:21", "http://", " http://rgw:8080",
+                                      "http://k:secret@rgw:8080", "http://rgw:8080/bucket", "http://[::1"])
+def test_a_bad_rgw_endpoint_is_refused_when_resolved(conf, endpoint):
+    with pytest.raises(UsageError, match="RGW endpoint") as exc:
+        resolve(conf=str(conf), rgw_endpoint=endpoint)
+    assert "secret" not in str(exc.value)
+    assert resolve(conf=str(conf), rgw_endpoint="https://[::1]:8443/").rgw_endpoint == "https://[::1]:8443/"

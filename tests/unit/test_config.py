@@ -99,6 +99,7 @@ def test_every_number_field_declares_both_bounds():
     ('[daemon]\nmetrics_address = "localhost"', "daemon.metrics_address must be host:port"),
     ('[daemon]\nmetrics_address = ":9877"', "daemon.metrics_address must be host:port"),
     ('[gates]\nmaintenance_window = "22:00-06:00\\n"', "gates.maintenance_window must"),
+    ('[rgw]\nendpoint = "http://rgw:99999"', "rgw.endpoint: RGW endpoint 'http://rgw:99999' is not a URL"),
     ('[daemon]\npool = ""', "daemon.pool must not be empty"),
     ('[daemon]\ninstance_id = " node1"', "daemon.instance_id must not be empty or have surrounding whitespace"),
     ('[cluster]\nname = "client.admin\\n"', "cluster.name must not"),

@@ -127,3 +127,19 @@ def test_maintenance_argv_is_redacted_where_shown_or_saved():
     argv = ["tool", "--secret-key", "abc", "--password=xyz", "--keyring", "/etc/k", "--access-key", "AK", "-v"]
     assert redact_argv(argv) == ["tool", "--secret-key", "[redacted]", "--password=[redacted]", "--keyring",
                                  "/etc/k", "--access-key", "[redacted]", "-v"]
+
+
+@pytest.mark.parametrize("endpoint", ["http://rgw:99999", "http://rgw:http", "rgw:8080", "http://AK:s3cr3t@rgw:8080",
+                                      "http://rgw:8080/admin?x=1"])
+def test_a_bad_endpoint_is_one_line_before_any_request(tmp_path, capsys, monkeypatch, endpoint):
+    import rgwkeeper.cli.loadgen as loadgen_cli
+
+    reached = []
+    monkeypatch.setattr(loadgen_cli, "run_load", lambda *a, **k: reached.append(a))
+    monkeypatch.delenv("RGWKEEPER_CONFIG", raising=False)
+    creds = tmp_path / "creds"
+    creds.write_text('access_key = "a"\nsecret_key = "s3cr3t"\n')
+    creds.chmod(0o600)
+    rc, _, err = _run(["loadgen", "run", "--rgw-endpoint", endpoint, "--rgw-credentials", str(creds)], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "RGW endpoint" in err and "s3cr3t" not in err, err
+    assert reached == []
