@@ -193,11 +193,17 @@ class Duration(click.ParamType):
 
 
 class Text(click.ParamType):
-    """A name or word: refuses an empty value, surrounding whitespace and control characters."""
+    """A name or word: refuses an empty value (unless ``empty_ok``), surrounding whitespace and
+    control characters (a newline would split the one-line outputs it is shown in)."""
 
     name = "text"
 
+    def __init__(self, empty_ok: bool = False) -> None:
+        self.empty_ok = empty_ok
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "" and self.empty_ok:
+            return value
         try:
             return check_text(value, "")
         except UsageError as exc:

@@ -144,7 +144,7 @@ def restore(dry_run: bool, holder: str | None, own: bool, as_json: bool, **kwarg
 
 @click.command()
 @cluster_options
-@click.option("--reason", default="", help="why, shown by plan, status and the daemon's logs")
+@click.option("--reason", type=Text(empty_ok=True), default="", help="why, shown by plan, status and the daemon's logs")
 def pause(reason: str, **kwargs: Any) -> None:
     """Hand control back to the operator: the daemon restores its overrides and changes nothing."""
     with _Session(kwargs) as s:

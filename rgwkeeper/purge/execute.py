@@ -11,6 +11,7 @@ exist): every change is read back, and the last step checks the end state.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import functools
 import statistics
@@ -34,6 +35,7 @@ from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
 from rgwkeeper.purge.plan import Plan, Step, rate_cap_for
+from rgwkeeper.units import MAX_DURATION_S, check_number
 
 log = structlog.get_logger("rgwkeeper.purge")
 # A paced purge starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%
@@ -80,6 +82,14 @@ class Settings:
     lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
+
+    def __post_init__(self) -> None:
+        # For callers of the Python API (the config's bounds hold these already): a NaN wait or
+        # retry time passes every comparison.
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                check_number(value, f.name, lo=0, hi=MAX_DURATION_S if f.name.endswith("_s") else None)
 
     @property
     def paced(self) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
-from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, check_text
 
 RULE_ID_PREFIX = "rgwkeeper-"
 DAY_S = 86400
@@ -51,6 +51,14 @@ class ExpiryRule:
     larger_than: int | None = None  # bytes (Reef and later)
     smaller_than: int | None = None  # bytes (Reef and later)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # For callers of the Python API (rule_problems checks the config's and the command line's).
+        for name, lo, hi in (("days", 1, MAX_DAYS), ("noncurrent_days", 1, MAX_DAYS),
+                             ("abort_multipart_days", 1, MAX_DAYS), ("larger_than", 0, MAX_BYTES),
+                             ("smaller_than", 1, MAX_BYTES)):
+            if getattr(self, name) is not None:
+                check_number(getattr(self, name), name, lo=lo, hi=hi, integer=True)
 
     @property
     def rule_id(self) -> str:
@@ -126,6 +134,16 @@ def _positive_int(d: Mapping[str, Any], key: str, problems: list[str], lo: int =
     return v
 
 
+def _tag_ok(key: str, value: str) -> bool:
+    try:
+        check_text(key, "tag key")
+        if value:
+            check_text(value, "tag value")
+    except UsageError:
+        return False
+    return len(key) <= 128 and len(value) <= 256
+
+
 def rule_problems(d: Mapping[str, Any], *, pattern_ok: bool = True) -> tuple[ExpiryRule | None, list[str]]:
     """Validate one rule given as a dict (a TOML table or the command line's options)."""
     problems: list[str] = []
@@ -150,6 +168,9 @@ def rule_problems(d: Mapping[str, Any], *, pattern_ok: bool = True) -> tuple[Exp
     raw_tags = d.get("tags") or {}
     if not isinstance(raw_tags, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw_tags.items()):
         problems.append("tags must be a table of strings, e.g. {tier = \"scratch\"}")
+    elif not all(_tag_ok(k, v) for k, v in raw_tags.items()):
+        problems.append("tag keys must be 1 to 128 characters and values at most 256 (S3's limits), "
+                        "without surrounding whitespace or control characters")
     else:
         tags = sorted(raw_tags.items())
     days = _positive_int(d, "days", problems)

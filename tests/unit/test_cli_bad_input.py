@@ -93,6 +93,7 @@ BAD = [
     ["plan", "--timeout", "nan"],
     ["restore", "--holder", ""],
     ["restore", "--holder", "node1\n"],
+    ["pause", "--reason", "deploy\nrgwkeeper: fake line"],
     ["daemon", "--timeout", "1e400"],
     # loadgen run and verify
     ["loadgen", "run", "--rate", "nan"],

@@ -624,6 +624,14 @@ def test_rate_cap_spaces_concurrent_callers_and_rates_below_one():
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("field, value", [("rgw_retry_s", float("nan")), ("lc_busy_wait_s", float("inf")),
+                                          ("checkpoint_interval_s", -1.0), ("pace_write_latency_s", 1e30),
+                                          ("lc_poll_s", float("nan")), ("verify_scan_max_objects", float("nan"))])
+def test_settings_refuse_numbers_that_are_not_finite_or_in_range(field, value):
+    with pytest.raises(UsageError, match=field):
+        Settings(**{field: value})
+
+
 @pytest.mark.parametrize("rate", [float("nan"), float("inf"), -1.0, 1e7, "5", True])
 def test_rate_cap_refuses_a_rate_that_is_not_a_finite_number(rate):
     with pytest.raises(UsageError, match="finite number") as exc:

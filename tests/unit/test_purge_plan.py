@@ -320,3 +320,22 @@ def test_direct_only_on_releases_whose_layout_was_checked_on_a_real_cluster(rele
     assert p.method == method
     if method == "s3":
         assert "verified on pacific, reef only" in dict(p.rejected)["direct"]
+
+
+@pytest.mark.parametrize("rule, words", [
+    ({"bucket": "b12", "days": 99999999999}, "days must be a whole number from 1 to 36,500"),
+    ({"bucket": "b12", "days": 1, "larger_than": 2**63}, "larger_than must be a whole number from 0 to"),
+    ({"bucket": "b12", "days": 1, "tags": {"": "x"}}, "tag keys must be 1 to 128 characters"),
+    ({"bucket": "b12", "days": 1, "tags": {"tier": "hot\n"}}, "tag keys must be 1 to 128 characters"),
+    ({"bucket": "b12", "days": 1, "tags": {"k" * 129: "x"}}, "tag keys must be 1 to 128 characters"),
+])
+def test_lifecycle_rule_numbers_and_tags_are_bounded(rule, words):
+    with pytest.raises(UsageError, match=words):
+        lc.parse_rule(rule)
+
+
+@pytest.mark.parametrize("field, value", [("days", float("nan")), ("days", 0), ("noncurrent_days", 10**9),
+                                          ("larger_than", -1), ("smaller_than", float("inf")), ("days", 1.5)])
+def test_expiry_rule_objects_check_their_numbers(field, value):
+    with pytest.raises(UsageError, match=field):
+        lc.ExpiryRule(bucket="b12", **{field: value})
