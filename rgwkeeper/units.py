@@ -192,6 +192,16 @@ class Duration(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class FilePath(click.Path):
+    """click.Path that refuses an empty value: an unset shell variable would otherwise mean the
+    current directory."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("is empty; give a file name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class Text(click.ParamType):
     """A name or word: refuses an empty value (unless ``empty_ok``), surrounding whitespace and
     control characters (a newline would split the one-line outputs it is shown in)."""

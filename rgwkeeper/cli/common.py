@@ -13,21 +13,21 @@ import click
 from rgwkeeper import config as config_mod
 from rgwkeeper.access import ClusterAccess, resolve
 from rgwkeeper.errors import EXIT_USAGE, RgwkeeperError
-from rgwkeeper.units import FiniteFloat, Text
+from rgwkeeper.units import FiniteFloat, FilePath, Text
 
 
 def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--config, --conf, --keyring, --name/--id, --rgw-endpoint, --rgw-credentials, --timeout."""
     options = [
-        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path),
                      envvar="RGWKEEPER_CONFIG",
                      help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]"),
-        click.option("-c", "--conf", help="ceph.conf [default: $CEPH_CONF, then /etc/ceph/ceph.conf]"),
-        click.option("-k", "--keyring", help="cephx keyring [default: the one ceph.conf names]"),
+        click.option("-c", "--conf", type=Text(), help="ceph.conf [default: $CEPH_CONF, then /etc/ceph/ceph.conf]"),
+        click.option("-k", "--keyring", type=Text(), help="cephx keyring [default: the one ceph.conf names]"),
         click.option("-n", "--name", type=Text(), help="cephx client name, e.g. client.rgwkeeper [default: client.admin]"),
         click.option("-i", "--id", "client_id", type=Text(), help="cephx client id (the part after 'client.')"),
         click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]"),
-        click.option("--rgw-credentials", help="file with access_key and secret_key, mode 0600 "
+        click.option("--rgw-credentials", type=Text(), help="file with access_key and secret_key, mode 0600 "
                                                "[default: rgw.credentials_file in the config]"),
         click.option("--timeout", type=FiniteFloat(1, 600), help="seconds per Ceph call, 1 to 600 [default: 10]"),
     ]

@@ -32,7 +32,7 @@ from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, default_workers, run_load
 from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
 from rgwkeeper.names import validate_bucket
-from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, Text
+from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, FilePath, Text
 
 log = structlog.get_logger("rgwkeeper.loadgen")
 
@@ -88,11 +88,11 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--warmup", type=FiniteFloat(0, 3600), default=None,
                      help="seconds trimmed from the start [default: loadgen.warmup, 5]"),
         click.option("--region", type=Text(), default="default", show_default=True, help="SigV4 region"),
-        click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--out", "out_path", type=FilePath(dir_okay=False, path_type=Path),
                      help="write the result JSON here"),
-        click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--plot", "plot_path", type=FilePath(dir_okay=False, path_type=Path),
                      help="write a PNG of ops/s and p99 over time here"),
-        click.option("--raw", "raw_path", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--raw", "raw_path", type=FilePath(dir_okay=False, path_type=Path),
                      help="write every request's raw record here (CSV)"),
         click.option("--no-progress", is_flag=True, help="no live progress line"),
         click.option("--json", "as_json", is_flag=True, help="print the result as JSON"),
@@ -269,10 +269,10 @@ def loadgen() -> None:
 
 
 @loadgen.command("run")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
+@click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
               help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]")
 @click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]")
-@click.option("--rgw-credentials", help="file with access_key and secret_key, mode 0600 "
+@click.option("--rgw-credentials", type=Text(), help="file with access_key and secret_key, mode 0600 "
                                         "[default: rgw.credentials_file in the config]")
 @click.option("--duration", type=FiniteFloat(1, 86400), default=30, show_default=True,
               help="seconds of load after the start barrier")
@@ -295,7 +295,7 @@ def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials:
 
 
 @loadgen.command("compare")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
+@click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
               help="rgwkeeper TOML config (the [loadgen] tolerances)")
 @click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))

@@ -5,6 +5,7 @@ no librados connect, no S3 or admin request)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,8 @@ def reached(monkeypatch):
     logs.setup("warning", stream=sys.__stderr__)
 
 
+RESULT = str(Path(__file__).resolve().parents[1] / "fixtures" / "loadgen" / "quiet-put.json")
+
 BAD = [
     # purge: the filters that decide what is deleted
     ["purge", "b12", "--older-than", "nan"],
@@ -70,6 +73,11 @@ BAD = [
     ["purge", "b12\n"],
     ["purge", "b12", "--name", ""],
     ["purge", "b12", "--id", " admin"],
+    # an unset shell variable: "" used to mean the default cluster, or the current directory
+    ["purge", "b12", "--conf", ""],
+    ["purge", "b12", "--keyring", ""],
+    ["purge", "b12", "--rgw-credentials", ""],
+    ["purge", "b12", "--config", ""],
     # expire
     ["expire", "b12", "--days", "nan"],
     ["expire", "b12", "--days", "1e400"],
@@ -117,6 +125,9 @@ BAD = [
     ["loadgen", "run", "--bucket-prefix", "Loud"],
     ["loadgen", "run", "--region", ""],
     ["loadgen", "run", "--rgw-endpoint", ""],
+    ["loadgen", "run", "--rgw-credentials", ""],
+    ["loadgen", "run", "--out", ""],
+    ["loadgen", "compare", "--config", "", RESULT, RESULT],
     ["verify", "--maintenance", "none", "--baseline", "nan"],
     ["verify", "--maintenance", "none", "--window", "inf"],
     ["verify", "--maintenance", "none", "--scrub-every", "nan"],
