@@ -201,7 +201,7 @@ def load_credentials(path: Path) -> RgwCredentials:
     check_private(path, "credentials file")
     try:
         data = tomllib.loads(read_text(path, "credentials file"))
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer of over 4300 digits
         # The decoder's message names a line and column, never the file's content.
         raise CredentialsError(f"credentials file {path} is not valid TOML ({exc})") from None
     access, secret = data.get("access_key"), data.get("secret_key")

@@ -348,7 +348,7 @@ def load(path: Path | None, *, required: bool = False) -> Config:
     try:
         raw = tomllib.loads(read_text(path, "config file", hint="pass --config PATH or create it",
                                       error=ConfigError))
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer of over 4300 digits
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     return parse(raw, source=str(path))
 

@@ -30,6 +30,8 @@ MAX_BYTES = 2**63 - 1
 MAX_DURATION_S = 100 * 365 * 86400
 #: Plain integers (click options) are bounded the same way unless a caller gives a bound.
 MAX_INT = 2**63 - 1
+#: The longest text taken for a number, size or duration.
+MAX_NUMBER_CHARS = 40
 
 _SIZE_UNITS = {"": 1, "b": 1,
                "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
@@ -46,25 +48,40 @@ _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+
 
 def parse_size(text: str, *, what: str = "size", max_bytes: int = MAX_BYTES) -> int:
     """``4096`` -> 4096, ``64KiB`` -> 65536, ``64KB`` -> 64000, ``1.5MiB`` -> 1572864."""
-    m = _NUMBER_UNIT_RE.fullmatch(text) if isinstance(text, str) else None
+    m = _NUMBER_UNIT_RE.fullmatch(text) if _short(text, what) else None
     unit = (m.group(2) or "").lower() if m else ""
     if m and unit in _AMBIGUOUS:
         number = m.group(1)
         binary = _SIZE_UNITS[_AMBIGUOUS[unit] + "ib"]
         decimal = _SIZE_UNITS[_AMBIGUOUS[unit] + "b"]
         base = _AMBIGUOUS[unit].upper()
-        raise UsageError(f"{what} {text!r} is ambiguous: write {number}{base}iB "
+        raise UsageError(f"{what} {_q(text)} is ambiguous: write {number}{base}iB "
                          f"({_bytes(Decimal(number) * binary)}) or {number}{base}B "
                          f"({_bytes(Decimal(number) * decimal)})")
     if not m or unit not in _SIZE_UNITS:
-        raise UsageError(f"{what} {text!r} is not a size: write bytes (4096) or a number with B, KB, MB, "
+        raise UsageError(f"{what} {_q(text)} is not a size: write bytes (4096) or a number with B, KB, MB, "
                          "GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)")
     value = Decimal(m.group(1)) * _SIZE_UNITS[unit]
     if value > max_bytes:
-        raise UsageError(f"{what} {text!r} is {_bytes(value)}; the most accepted is {max_bytes:,} bytes")
+        raise UsageError(f"{what} {_q(text)} is {_bytes(value)}; the most accepted is {max_bytes:,} bytes")
     if value != value.to_integral_value():
-        raise UsageError(f"{what} {text!r} is not a whole number of bytes ({value:f})")
+        raise UsageError(f"{what} {_q(text)} is not a whole number of bytes ({value:f})")
     return int(value)
+
+
+def _q(text: Any) -> str:
+    """``text`` as a message shows it: quoted, and cut short."""
+    return repr(text) if not isinstance(text, str) or len(text) <= MAX_NUMBER_CHARS else \
+        f"{text[:MAX_NUMBER_CHARS]!r}... ({len(text)} characters)"
+
+
+def _short(text: Any, what: str) -> bool:
+    """False for what is not a string; a UsageError for a string longer than any number taken
+    (Python refuses to convert an int of over 4300 digits: a ValueError, not a refusal)."""
+    if isinstance(text, str) and len(text) > MAX_NUMBER_CHARS:
+        raise UsageError(f"{what} {_q(text)} is too long: nothing taken here has over {MAX_NUMBER_CHARS} "
+                         "characters")
+    return isinstance(text, str)
 
 
 def _bytes(value: Decimal) -> str:
@@ -73,15 +90,15 @@ def _bytes(value: Decimal) -> str:
 
 def parse_duration(text: str, *, what: str = "duration", max_s: float = MAX_DURATION_S) -> float:
     """``30s``, ``15m``, ``12h``, ``7d``, ``2w`` or plain seconds (``90``) -> seconds, above 0."""
-    m = _NUMBER_UNIT_RE.fullmatch(text) if isinstance(text, str) else None
+    m = _NUMBER_UNIT_RE.fullmatch(text) if _short(text, what) else None
     unit = (m.group(2) or "").lower() if m else ""
     if not m or unit not in _DURATION_UNITS:
-        raise UsageError(f"{what} {text!r} is not like 30s, 15m, 12h, 7d or 2w (or plain seconds)")
+        raise UsageError(f"{what} {_q(text)} is not like 30s, 15m, 12h, 7d or 2w (or plain seconds)")
     value = Decimal(m.group(1)) * _DURATION_UNITS[unit]
     if value <= 0:
-        raise UsageError(f"{what} {text!r} must be above 0")
+        raise UsageError(f"{what} {_q(text)} must be above 0")
     if value > max_s:
-        raise UsageError(f"{what} {text!r} is more than {max_s / (365 * 86400):g} years; check the number")
+        raise UsageError(f"{what} {_q(text)} is more than {max_s / (365 * 86400):g} years; check the number")
     return float(value)
 
 
@@ -98,10 +115,18 @@ def check_number(value: Any, what: str, *, lo: float | None = None, hi: float | 
     if isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"{what} must be a finite number, got {value}")
     if lo is not None and not value >= lo:
-        raise UsageError(f"{what} must be at least {lo:g}{unit}, got {value:g}")
+        raise UsageError(f"{what} must be at least {_shown(lo)}{unit}, got {_shown(value)}")
     if hi is not None and not value <= hi:
-        raise UsageError(f"{what} must be at most {hi:g}{unit}, got {value:g}")
+        raise UsageError(f"{what} must be at most {_shown(hi)}{unit}, got {_shown(value)}")
     return value
+
+
+def _shown(value: float) -> str:
+    # An int is shown whole: 10**400 does not fit a float, and 2**63-1 should read as itself.
+    if isinstance(value, int):
+        text = f"{value:,}"
+        return text if len(text) <= 40 else f"{text[:20]}... ({len(str(value))} digits)"
+    return f"{value:g}"
 
 
 def parse_number(text: str, what: str, *, lo: float | None = None, hi: float | None = None,
@@ -109,8 +134,8 @@ def parse_number(text: str, what: str, *, lo: float | None = None, hi: float | N
     """A number typed as text: ASCII decimal only (``nan``, ``inf``, ``0x10``, ``1_000`` and
     padding are refused), finite, within [lo, hi]; an int if ``integer``."""
     pattern = _INT_RE if integer else _FLOAT_RE
-    if not isinstance(text, str) or not pattern.fullmatch(text):
-        raise UsageError(f"{what} {text!r} is not {'a whole number' if integer else 'a number'}")
+    if not _short(text, what) or not pattern.fullmatch(text):
+        raise UsageError(f"{what} {_q(text)} is not {'a whole number' if integer else 'a number'}")
     return check_number(int(text) if integer else float(text), what, lo=lo, hi=hi, integer=integer)
 
 

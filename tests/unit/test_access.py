@@ -99,3 +99,10 @@ def test_a_bad_rgw_endpoint_is_refused_when_resolved(conf, endpoint):
         resolve(conf=str(conf), rgw_endpoint=endpoint)
     assert "secret" not in str(exc.value)
     assert resolve(conf=str(conf), rgw_endpoint="https://[::1]:8443/").rgw_endpoint == "https://[::1]:8443/"
+
+
+def test_a_number_python_cannot_convert_is_one_line(tmp_path):
+    # An integer of over 4300 digits is a ValueError from the TOML decoder, not a TOMLDecodeError.
+    with pytest.raises(CredentialsError, match="not valid TOML") as exc:
+        load_credentials(_creds(tmp_path, 'access_key = "A"\nsecret_key = "s3cr3t-value"\nx = ' + "9" * 5000 + "\n"))
+    assert "s3cr3t" not in str(exc.value)

@@ -91,6 +91,7 @@ def test_every_number_field_declares_both_bounds():
 @pytest.mark.parametrize("text, expected", [
     ("[scrub_throttle]\nhigh_write_ops = 1" + "0" * 400, "scrub_throttle.high_write_ops must be at most"),
     ("[gates]\nmax_inactive_pgs = 9223372036854775807", "gates.max_inactive_pgs must be at most"),
+    ("[gates]\nmax_inactive_pgs = " + "9" * 5000, "is not valid TOML: Exceeds the limit"),  # was a ValueError
     ("[daemon]\ntick_s = nan", "daemon.tick_s must be a finite number"),
     ("[daemon]\nshutdown_timeout_s = -inf", "daemon.shutdown_timeout_s must be a finite number"),
     ('[daemon]\nmetrics_address = "127.0.0.1:99999"', "daemon.metrics_address must be host:port with a port"),

@@ -35,6 +35,7 @@ def test_a_bare_k_m_g_t_is_refused_with_both_spellings(text, message):
 @pytest.mark.parametrize("text", [
     "", " ", "nan", "NaN", "inf", "infK", "infKiB", "1e400K", "1e3", "-1", "+5", " 5", "5 ", "5\n", "5XB",
     "1_000", "0x10", "\u0663", "1.5B", "1.0000001KiB", "9999999999TiB", str(MAX_BYTES + 1),
+    "9" * 5000, "9" * 5000 + "K",  # over Python's 4300-digit limit: a ValueError, not a refusal
 ])
 def test_sizes_refuse_anything_else_in_one_line(text):
     with pytest.raises(UsageError) as exc:
@@ -58,7 +59,7 @@ def test_durations(text, seconds):
 
 @pytest.mark.parametrize("text", [
     "nan", "NaNd", "inf", "infd", "1e400", "1e3s", "0", "0s", "-1d", "soon", "", " 7d", "7d ", "7 d\n",
-    "36600d", "9999999w", "7y",
+    "36600d", "9999999w", "7y", "9" * 5000 + "d",
 ])
 def test_durations_refuse_non_finite_zero_negative_and_absurd(text):
     with pytest.raises(UsageError) as exc:
@@ -74,9 +75,11 @@ def test_check_number_refuses_what_comparisons_let_through(value):
 
 def test_parse_number_is_strict_decimal_text():
     assert parse_number("1e3", "x") == 1000.0 and parse_number("-2", "x", integer=True) == -2
-    for bad in ("nan", "inf", "1e400", " 1", "1 ", "1_0", "0x1", "1.5.1", ""):
+    for bad in ("nan", "inf", "1e400", " 1", "1 ", "1_0", "0x1", "1.5.1", "", "9" * 5000):
         with pytest.raises(UsageError):
             parse_number(bad, "x")
+    with pytest.raises(UsageError, match=r"x '9999999999999999999999999999999999999999'\.\.\. \(5000 characters\) is too long"):
+        parse_number("9" * 5000, "x", integer=True)
     with pytest.raises(UsageError):
         parse_number("1.5", "x", integer=True)
 
@@ -96,7 +99,8 @@ def _click(param_type, args):
     (FiniteFloat(1, 600), ""), (FiniteFloat(1, 600), " 5"), (FiniteFloat(1, 600), "5s"),
     (FiniteFloat(), "1e400"), (FiniteFloat(), "-inf"),
     (FiniteInt(1, 10), "nan"), (FiniteInt(1, 10), "1.0"), (FiniteInt(1, 10), "1_0"), (FiniteInt(1, 10), "0"),
-    (FiniteInt(), str(2**63)), (FiniteInt(), " 3"), (FiniteInt(), "\u0663"),
+    (FiniteInt(), str(2**63)), (FiniteInt(), "9" * 400), (FiniteInt(1, 10), "-" + "9" * 400), (FiniteInt(), " 3"),
+    (FiniteInt(), "\u0663"),
     (Size(), "64K"), (Size(), "infK"), (Duration(), "nan"), (Duration(), "NaNd"),
     (Text(), ""), (Text(), " x"), (Text(), "x\n"),
 ])
