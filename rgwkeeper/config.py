@@ -98,8 +98,10 @@ class DaemonSection:
     instance_id: str | None = opt(None, "This node's identity in the lock and journal. Default: the hostname.")
     state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
     metrics_address: str = opt("127.0.0.1:9877", "host:port for the Prometheus /metrics endpoint; empty to disable.")
-    shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends restoring overrides "
-                                    "before it exits anyway.", min=1.0, max=600.0)
+    shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends finishing the calls "
+                                    "in flight, restoring overrides and releasing the lock before it exits anyway "
+                                    "(a hard exit follows 15 s later). At most 120: the systemd unit's "
+                                    "TimeoutStopSec=150 must leave room for both.", min=1.0, max=120.0)
 
 
 @dataclass(frozen=True)
