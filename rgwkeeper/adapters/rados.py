@@ -294,7 +294,7 @@ class ObjectStore:
         """Take or renew an exclusive lock; raises LockBusy if another client holds it."""
         # Always LOCK_FLAG_MAY_RENEW (1): without it cls_lock refuses the same locker with
         # EEXIST, so a renewal retried after a lost reply could never succeed
-        # (docs/architecture.md, "Leadership").
+        # (docs/architecture.md, "Leadership, shutdown and the watchdog").
         self._run(f"{obj} lock {name}", lambda io: io.lock_exclusive(obj, name, cookie, desc, duration_s,
                                                                      LOCK_FLAG_MAY_RENEW))
 

@@ -181,13 +181,11 @@ class Service:
         was_leader = self.lease.is_leader()
         leader = await self.lease.tick()
         self.metrics.leader.set(1 if leader else 0)
-        if self.lease.last_error is not None:
-            if was_leader:
-                log.warning("lost leadership; not acting")
+        if was_leader and not leader:
+            log.warning("lost leadership; not acting")
+        if self.lease.last_error is not None:  # no answer from the lock: report it, act on nothing
             raise self.lease.last_error
         if not leader:
-            if was_leader:
-                log.warning("lost leadership; not acting")
             log.info("standby", instance=self.instance_id)
             return "standby"
         ex = self.executor()
@@ -351,7 +349,7 @@ async def _serve(svc: Service) -> int:
     if watchdog:
         def ping() -> None:
             # Only while the loop makes progress: a wedged pass must let systemd restart us.
-            if svc.watchdog_ok(time.monotonic()):
+            if svc.watchdog_ok(svc.monotonic()):
                 sdnotify.notify("WATCHDOG=1")
         scheduler.add_job(ping, "interval", seconds=watchdog, id="watchdog")
     scheduler.start()
