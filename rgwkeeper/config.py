@@ -95,7 +95,8 @@ class DaemonSection:
     lease_s: float = opt(
         90.0, "Leader lock and override lease, seconds. A leader that cannot renew within this stops "
         "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
-    instance_id: str | None = opt(None, "This node's identity in the lock and journal. Default: the hostname.")
+    instance_id: str | None = opt(None, "This node's identity in the lock and journal (with the host's "
+                                  "identity appended: INSTANCE@HOST). Default: the hostname.")
     state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
     metrics_address: str = opt("127.0.0.1:9877", "host:port for the Prometheus /metrics endpoint; empty to disable.")
     shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends finishing the calls "

@@ -341,3 +341,15 @@ def test_memory_store_compares_like_omap_cmp():
     assert store.omap_update_if("o", "k", "", "v")  # a missing key reads as ""
     assert not store.omap_update_if("o", "k", "w", None) and store.omap_get_all("o")["k"] == "v"
     assert store.omap_update_if("o", "k", "v", None) and "k" not in store.omap_get_all("o")
+
+
+def test_restore_own_takes_this_hosts_and_legacy_entries_not_a_twin_hosts(cluster, rados):
+    from rgwkeeper.journal import holder_name, own_holders
+
+    journal = Journal(MemoryStore())
+    for holder, action in (("a@host1", THROTTLE[0]), ("a@host2", THROTTLE[1]), ("a", THROTTLE[2])):
+        ex = Executor(rados, journal, holder=holder, lease_s=90, readback_timeout_s=0.5)
+        run(ex.apply([action]))
+    results = run(ex.restore(holders=own_holders("a", "host1")))
+    assert sorted(r.command for r in results) == ["ceph config rm osd osd_scrub_sleep", "ceph osd unset nodeep-scrub"]
+    assert {e.holder for e in journal.overrides().values()} == {holder_name("a", "host2")}
