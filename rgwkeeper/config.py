@@ -99,12 +99,15 @@ class DaemonSection:
     lease_s: float = opt(
         90.0, "Leader lock and override lease, seconds. A leader that cannot renew within this stops "
         "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
-    instance_id: str | None = opt(None, "This node's identity in the lock and journal. Default: the hostname.")
+    instance_id: str | None = opt(None, "This node's identity in the lock and journal (with the host's "
+                                  "identity appended: INSTANCE@HOST). Default: the hostname.")
     state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
     metrics_address: str = opt("127.0.0.1:9877", "host:port (or [IPv6]:port) for the Prometheus /metrics endpoint, "
                                "port 1 to 65535; empty to disable.", empty_ok=True)
-    shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends restoring overrides "
-                                    "before it exits anyway.", min=1.0, max=600.0)
+    shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends finishing the calls "
+                                    "in flight, restoring overrides and releasing the lock before it exits anyway "
+                                    "(a hard exit follows 15 s later). At most 120: the systemd unit's "
+                                    "TimeoutStopSec=150 must leave room for both.", min=1.0, max=120.0)
 
 
 @dataclass(frozen=True)

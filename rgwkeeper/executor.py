@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping
 
 import structlog
 
@@ -29,6 +29,8 @@ from rgwkeeper.journal import Journal, Override
 log = structlog.get_logger("rgwkeeper.executor")
 
 READBACK_TIMEOUT_S = 10.0  # OSDs pick up mon config changes asynchronously
+#: The longest one long action (reshard, compaction, expiry run) may take.
+LONG_TIMEOUT_S = 3600.0
 
 
 class NotLeader(RgwkeeperError):
@@ -43,6 +45,9 @@ class ActionResult:
     effective: Mapping[int, str] = field(default_factory=dict)
     changed: bool = True  # False: the setting already had this value; nothing was sent
     data: Mapping[str, Any] = field(default_factory=dict)  # e.g. a compaction's before/after
+    #: For a restore: restored | forgotten (nothing left to give back) | left (changed by
+    #: someone else, kept in the journal) | failed | would-restore (dry run).
+    status: str = ""
 
 
 def same_value(a: str | None, b: str | None) -> bool:
@@ -55,13 +60,24 @@ def same_value(a: str | None, b: str | None) -> bool:
         return a.strip().lower() == b.strip().lower()
 
 
+def _is_original(e: Override, present: bool, value: str | None) -> bool:
+    return present == e.original_present and (not present or same_value(value, e.original_value))
+
+
+def _not_ours(e: Override, present: bool, value: str | None) -> str:
+    """One line for a setting someone changed after rgwkeeper set it."""
+    put_back = f"puts back {e.original_value}" if e.original_present else "removes it"
+    return (f"{e.who}/{e.name} is {value if present else 'unset'} now, not the {e.applied_value} rgwkeeper set: "
+            f"left as it is and kept in the journal; rgwkeeper restore --force {put_back}")
+
+
 class Executor:
     def __init__(self, rados: RadosAdapter, journal: Journal, *, holder: str, lease_s: float,
                  may_act: Callable[[], bool] = lambda: True, wall_clock: Callable[[], float] = time.time,
                  readback_timeout_s: float = READBACK_TIMEOUT_S, rgw: RadosgwAdmin | None = None,
                  s3: S3Adapter | None = None, ceph_cli: RadosgwAdmin | None = None,
                  rgwkeeper_cmd: list[str] | None = None, cli_flags: list[str] | None = None,
-                 long_timeout_s: float = 3600.0) -> None:
+                 long_timeout_s: float = LONG_TIMEOUT_S, on_progress: Callable[[], None] = lambda: None) -> None:
         self.rgw = rgw
         self.s3 = s3
         self.ceph_cli = ceph_cli
@@ -75,6 +91,7 @@ class Executor:
         self.may_act = may_act
         self.wall_clock = wall_clock
         self.readback_timeout_s = readback_timeout_s
+        self.on_progress = on_progress  # told before each action: the watchdog's proof of progress
 
     # -- reads -----------------------------------------------------------------------------
     async def mon_config(self, who: str, name: str) -> tuple[bool, str | None]:
@@ -122,6 +139,7 @@ class Executor:
     async def apply(self, actions: Iterable[Action]) -> list[ActionResult]:
         results: list[ActionResult] = []
         for action in actions:
+            self.on_progress()
             if isinstance(action, RestoreAll):
                 results.extend(await self.restore())
             elif isinstance(action, SetConfig):
@@ -155,7 +173,11 @@ class Executor:
         if previous is None and present and same_value(value, a.value):
             return ActionResult(a.command(), True, f"already {value} (set by someone else); not journaled",
                                 changed=False)
-        self.journal.record(self._entry(a, "config", a.who, a.name, present, value, a.value, previous))
+        if previous is not None and not (present and same_value(value, previous.applied_value)) \
+                and not _is_original(previous, present, value):
+            # Someone set a third value since: theirs now, not re-asserted (restore leaves it too).
+            return ActionResult(a.command(), False, _not_ours(previous, present, value), changed=False, status="left")
+        self.journal.record(self._entry(a, "config", a.who, a.name, present, value, a.value, previous), previous)
         changed = not (present and same_value(value, a.value))
         if changed:
             self._check_leader()
@@ -179,7 +201,7 @@ class Executor:
         already = a.flag in flags
         if previous is None and already:
             return ActionResult(a.command(), True, "flag already set by someone else; not journaled", changed=False)
-        self.journal.record(self._entry(a, "flag", "", a.flag, already, None, "set", previous))
+        self.journal.record(self._entry(a, "flag", "", a.flag, already, None, "set", previous), previous)
         if not already:
             self._check_leader()
             await self.rados.acommand(a.mon_command())
@@ -242,37 +264,107 @@ class Executor:
         log.info("expiry run", command=a.command(), exit=done.returncode, reason=a.reason)
         return ActionResult(a.command(), done.returncode == 0, f"exit {done.returncode}" + (f": {tail}" if tail else ""))
 
-    async def restore(self, *, holder: str | None = None, dry_run: bool = False) -> list[ActionResult]:
-        """Give back every journaled override (of ``holder`` only, if given), verified."""
+    async def restore(self, *, holders: Collection[str] | None = None, dry_run: bool = False,
+                      force: bool = False) -> list[ActionResult]:
+        """Give back every journaled override (of ``holders`` only, if given), each on its own.
+
+        Only what is still ours is put back: a value someone changed since rgwkeeper set it is
+        left, and its entry kept, unless ``force``. One entry's failure never stops the others;
+        every entry gets a result (restored, forgotten, left, failed). The daemon never forces.
+        """
+        try:
+            entries = self.journal.overrides()
+        except CephError as exc:
+            return [ActionResult("read the override journal", False, str(exc), status="failed")]
         results = []
-        for key, e in sorted(self.journal.overrides().items()):
-            if holder is not None and e.holder != holder:
+        for key, e in sorted(entries.items()):
+            if holders is not None and e.holder not in holders:
                 continue
             if dry_run:
-                results.append(ActionResult(e.restore_command(), True, f"would restore (applied {e.applied_value})"))
+                results.append(ActionResult(e.restore_command(), True, f"would restore (applied {e.applied_value})",
+                                            status="would-restore"))
                 continue
-            results.append(await self._restore_one(e))
+            self.on_progress()
+            try:
+                r = await self._restore_one(e, force)
+            except CephError as exc:
+                r = ActionResult(e.restore_command(), False, str(exc), status="failed")
+            (log.info if r.ok else log.warning)("override " + r.status, key=key, command=r.command, detail=r.detail)
+            results.append(r)
         return results
 
-    async def _restore_one(self, e: Override) -> ActionResult:
-        if e.kind == "flag":
-            if not e.original_present:
-                await self.rados.acommand(UnsetFlag(e.name).mon_command())
-            ok = (e.name in await self.flags()) == e.original_present
-            if ok:
-                self.journal.forget(e.key)
-            return ActionResult(e.restore_command(), ok, "restored" if ok else "flag state differs after restore")
+    async def _restore_one(self, e: Override, force: bool) -> ActionResult:
+        # One restorer per entry kind; an entry of a kind this version does not know (written
+        # by a newer rgwkeeper) is reported and kept.
+        restorers: dict[str, Callable[[Override, bool], Awaitable[ActionResult]]] = {
+            "config": self._restore_config,
+            "flag": self._restore_flag,
+        }
+        restorer = restorers.get(e.kind)
+        if restorer is None:
+            return ActionResult(e.restore_command(), False, f"unknown entry kind {e.kind!r} (written by a newer "
+                                "rgwkeeper?): left as it is and kept in the journal", status="left")
+        return await restorer(e, force)
+
+    def _forgotten(self, e: Override, detail: str) -> ActionResult:
+        """The original is in place already: drop the entry (if it is still the one we read)."""
+        kept = "" if self.journal.forget(e) else "; the journal entry had changed meanwhile and is kept"
+        return ActionResult(e.restore_command(), True, detail + kept, changed=False, status="forgotten")
+
+    def _forget_restored(self, e: Override, eff: Mapping[int, str]) -> ActionResult:
+        try:
+            forgot = self.journal.forget(e)
+        except CephError as exc:
+            return ActionResult(e.restore_command(), False, f"restored, but its journal entry could not be removed "
+                                f"({exc}); the next restore finds the original in place and removes it", eff,
+                                status="failed")
+        detail = "restored" if forgot else ("restored; the journal entry had changed meanwhile (another rgwkeeper "
+                                            "recorded it again) and is kept")
+        return ActionResult(e.restore_command(), True, detail, eff, status="restored")
+
+    async def _restore_flag(self, e: Override, force: bool) -> ActionResult:
+        # A flag has no value to compare: while it is set, nobody can tell who set it. Set
+        # before rgwkeeper, or unset since by someone else, there is nothing of ours to give back.
+        if e.original_present:
+            return self._forgotten(e, f"{e.name} was set before rgwkeeper set it: left set")
+        if e.name not in await self.flags():
+            return self._forgotten(e, f"{e.name} is already unset (by someone else): nothing to give back")
+        await self.rados.acommand(UnsetFlag(e.name).mon_command())
+        if e.name in await self.flags():
+            return ActionResult(e.restore_command(), False, "flag still set after osd unset", status="failed")
+        return self._forget_restored(e, {})
+
+    async def _restore_config(self, e: Override, force: bool) -> ActionResult:
+        present, value = await self.mon_config(e.who, e.name)
+        if _is_original(e, present, value):
+            return self._forgotten(e, f"{e.who}/{e.name} is {value if present else 'unset'} already, the original")
+        if not force and not (present and same_value(value, e.applied_value)):
+            return ActionResult(e.restore_command(), False, _not_ours(e, present, value), changed=False, status="left")
         if e.original_present:
             await self.rados.acommand(SetConfig(e.who, e.name, str(e.original_value)).mon_command())
         else:
             await self.rados.acommand(RemoveConfig(e.who, e.name).mon_command())
         present, value = await self.mon_config(e.who, e.name)
-        ok = present == e.original_present and (not present or same_value(value, e.original_value))
-        if not ok:
-            return ActionResult(e.restore_command(), False, f"mon config database reads {value!r} after restore")
-        self.journal.forget(e.key)
+        if not _is_original(e, present, value):
+            return ActionResult(e.restore_command(), False, f"mon config database reads {value!r} after restore",
+                                status="failed")
         osds = await self.up_osds() if e.who == "osd" else []
         want = e.original_value if e.original_present else None
         _, eff = await self._await_effective(e.name, want, osds)
-        log.info("override restored", command=e.restore_command())
-        return ActionResult(e.restore_command(), True, "restored", eff)
+        return self._forget_restored(e, eff)
+
+    async def drop_lost_flags(self) -> list[str]:
+        """Forget flag entries whose flag is no longer set: someone else unset it, so it is not
+        ours any more, and a later manual set must never be cleared by rgwkeeper's restore.
+        Returns the flags dropped. Run by the leader on every pass."""
+        entries = [e for e in self.journal.overrides().values() if e.kind == "flag"]
+        if not entries:
+            return []
+        flags = await self.flags()
+        dropped = []
+        for e in entries:
+            if e.name not in flags and self.journal.forget(e):
+                log.warning("flag unset by someone else while rgwkeeper held it: no longer ours", flag=e.name,
+                            holder=e.holder)
+                dropped.append(e.name)
+        return dropped

@@ -4,6 +4,14 @@ Kept in RADOS (omap of one object in the daemon's pool) so that a restart, anoth
 node, or ``rgwkeeper restore`` can put back exactly what was there. Each entry carries its
 holder and a lease (wall-clock expiry) that the leader renews every tick.
 
+Every change to an existing entry is conditional: one RADOS write op compares the entry
+with what was read (``omap_cmp``) and changes it only if it is still the same, so a
+``restore`` racing a new leader can never delete the entry that leader just wrote
+(docs/architecture.md, "Restore and ownership").
+
+A holder is ``instance_id@host`` (:func:`holder_name`): two hosts given the same
+``instance_id`` still tell their entries apart. Older versions wrote the bare instance id.
+
 The control object holds operator state (pause) and the policies' memory (smoothed load,
 when a throttle started), so a new leader continues rather than starts from scratch.
 """
@@ -12,7 +20,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Collection, Protocol
+
+from rgwkeeper.errors import CephError
 
 JOURNAL_OBJECT = "rgwkeeper.journal"
 CONTROL_OBJECT = "rgwkeeper.control"
@@ -53,10 +63,30 @@ class Override:
         return f"ceph config rm {self.who} {self.name}"
 
 
+def holder_name(instance_id: str, host: str) -> str:
+    """The journal holder (and lock description) of one daemon: instance id and host identity."""
+    return f"{instance_id}@{host}"
+
+
+def own_holders(instance_id: str, host: str) -> frozenset[str]:
+    """The holders that are this node's: ``instance_id@host``, and the bare instance id that
+    versions before host identity wrote (the host whose instance id it is may restore those;
+    docs/architecture.md)."""
+    return frozenset({holder_name(instance_id, host), instance_id})
+
+
+class JournalConflict(CephError):
+    """A journal entry changed between our read and our conditional write."""
+
+
 class KeyValueStore(Protocol):
     def omap_get_all(self, obj: str) -> dict[str, str]: ...
     def omap_set(self, obj: str, values: dict[str, str]) -> None: ...
     def omap_remove(self, obj: str, keys: list[str]) -> None: ...
+
+    def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool:
+        """In one write op: if ``key``'s value is exactly ``expected`` (a missing key reads as ""),
+        set it to ``new`` (remove it if None) and return True; else change nothing, return False."""
 
 
 class Journal:
@@ -67,19 +97,27 @@ class Journal:
     def overrides(self) -> dict[str, Override]:
         return {k: Override.from_json(v) for k, v in self.store.omap_get_all(JOURNAL_OBJECT).items()}
 
-    def record(self, entry: Override) -> None:
-        self.store.omap_set(JOURNAL_OBJECT, {entry.key: entry.to_json()})
+    def record(self, entry: Override, previous: Override | None = None) -> None:
+        """Write ``entry``; if it replaces ``previous`` (what we read), only while that is unchanged."""
+        if previous is None:
+            self.store.omap_set(JOURNAL_OBJECT, {entry.key: entry.to_json()})
+        elif not self.store.omap_update_if(JOURNAL_OBJECT, entry.key, previous.to_json(), entry.to_json()):
+            raise JournalConflict(f"journal {entry.key}", "changed by another rgwkeeper since it was read; not acting")
 
-    def forget(self, key: str) -> None:
-        self.store.omap_remove(JOURNAL_OBJECT, [key])
+    def forget(self, entry: Override) -> bool:
+        """Remove ``entry`` only if it is still exactly what was read; False if it changed
+        (another rgwkeeper recorded it again) or is already gone."""
+        return self.store.omap_update_if(JOURNAL_OBJECT, entry.key, entry.to_json(), None)
 
-    def renew(self, holder: str, lease_until: float) -> int:
-        """Extend the lease of every entry this holder owns; returns how many."""
-        mine = {k: v for k, v in self.overrides().items() if v.holder == holder}
-        if mine:
-            self.store.omap_set(JOURNAL_OBJECT, {
-                k: Override(**{**asdict(v), "lease_until": lease_until}).to_json() for k, v in mine.items()})
-        return len(mine)
+    def renew(self, holders: Collection[str], lease_until: float) -> int:
+        """Extend the lease of every entry these holders own, each only if unchanged since read;
+        returns how many were renewed."""
+        renewed = 0
+        for k, v in self.overrides().items():
+            if v.holder in holders:
+                new = Override(**{**asdict(v), "lease_until": lease_until})
+                renewed += self.store.omap_update_if(JOURNAL_OBJECT, k, v.to_json(), new.to_json())
+        return renewed
 
     # -- control: pause and policy memory -------------------------------------------------------
     def control(self) -> dict[str, Any]:
@@ -96,17 +134,45 @@ class Journal:
 
 
 class MemoryStore:
-    """An in-memory KeyValueStore for unit tests and dry runs."""
+    """An in-memory KeyValueStore for unit tests and dry runs, failing the way RADOS fails.
+
+    ``write_error``: every write raises it (a full cluster, a lost mon) until set back to
+    None. ``before_write(obj, key)``: called before each conditional write, so a test can
+    change the entry in between, as a racing leader would; the compare then fails exactly as
+    ``omap_cmp`` does (ECANCELED: nothing written)."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, str]] = {}
+        self.write_error: CephError | None = None
+        self.before_write: Callable[[str, str], None] | None = None
 
     def omap_get_all(self, obj: str) -> dict[str, str]:
         return dict(self.objects.get(obj, {}))
 
+    def _writable(self) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+
     def omap_set(self, obj: str, values: dict[str, str]) -> None:
+        self._writable()
         self.objects.setdefault(obj, {}).update(values)
 
     def omap_remove(self, obj: str, keys: list[str]) -> None:
+        self._writable()
         for k in keys:
             self.objects.get(obj, {}).pop(k, None)
+
+    def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool:
+        self._writable()
+        if self.before_write is not None:
+            self.before_write(obj, key)
+        if obj not in self.objects:
+            return False  # ENOENT: the whole object is gone
+        values = self.objects[obj]
+        if values.get(key, "") != expected:
+            return False
+        if new is None:
+            values.pop(key, None)
+        else:
+            values[key] = new
+        return True

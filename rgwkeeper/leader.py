@@ -7,9 +7,14 @@ a VM freeze) past its lease finds, when it resumes, that its clock has moved on 
 acting before it acts again (ceph-nvmeof #1965 is the incident this prevents), even before
 it learns whether another node took the lock.
 
+Every take and renewal goes with cls_lock's may-renew flag: the same locker re-taking its
+lock without it gets EEXIST, so a renewal retried after one that failed (its reply lost)
+would fail until the lease ran out and another node took over mid-load.
+
 A restarted daemon on the same host (same instance id) is a new RADOS client, so the lock
 its dead predecessor held would block it until expiry; a local flock guarantees that
-predecessor is gone, so the lock it left is broken instead.
+predecessor is gone, so the lock it left is broken instead, but only when the lock's
+description names this very host (another host may run a daemon with the same instance id).
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ SAFETY_MARGIN = 0.2
 
 
 class LockBackend(Protocol):
-    async def acquire(self, renew: bool) -> bool:
-        """Take or renew the lock for lease_s; False if another client holds it."""
+    async def acquire(self) -> bool:
+        """Take or renew the lock for lease_s (always with the may-renew flag); False if
+        another locker holds it."""
 
     async def break_stale_own(self) -> bool:
-        """Break a lock left by a dead predecessor with our instance id; True if broken."""
+        """Break a lock left by a dead predecessor with our instance id on this host; True if broken."""
 
     async def release(self) -> None: ...
 
@@ -45,21 +51,28 @@ class LeaderLease:
     held: bool = False
     valid_until: float = 0.0
     transitions: list[str] = field(default_factory=list)
+    #: Why the last tick could not reach the lock (None: it answered, yes or no).
+    last_error: CephError | None = None
 
     async def tick(self) -> bool:
         """Acquire or renew. Returns True if we are leader after this call."""
         was = self.held and self.is_leader()
         t0 = self.clock()
+        self.last_error = None
+        ok: bool | None
         try:
-            ok = await self.backend.acquire(renew=self.held)
+            ok = await self.backend.acquire()
             if not ok and not self.held and await self.backend.break_stale_own():
-                ok = await self.backend.acquire(renew=False)
-        except CephError:
-            ok = False
+                ok = await self.backend.acquire()
+        except CephError as exc:
+            # Outcome unknown (a lost reply, a mon election): the lease we had stays ours until
+            # it runs out on our clock, and the next tick retries (with the may-renew flag).
+            self.last_error = exc
+            ok = None
         if ok:
             self.held = True
             self.valid_until = t0 + self.lease_s
-        else:
+        elif ok is False or not self.is_leader():
             self.held = False
             self.valid_until = 0.0
         now = self.is_leader()
@@ -72,8 +85,9 @@ class LeaderLease:
                           ) -> AsyncIterator[None]:
         """Renew the lease every ``every_s`` while the block runs: a pass whose actions take
         longer than the lease (a large bucket's reshard) must not lose it to the calendar
-        while it is still working. Renewal stops at the first failure; the executor checks
-        :meth:`is_leader` before every change, so no further change starts after that."""
+        while it is still working. A renewal without an answer is retried at the next
+        interval; renewal stops once the lease is lost. The executor checks :meth:`is_leader`
+        before every change, so no further change starts after that."""
         async def renew() -> None:
             while True:
                 await sleep(every_s)

@@ -210,7 +210,13 @@ class ObjectStore:
             except rados_mod.ObjectBusy:
                 raise LockBusy(f"{self.pool}/{what}", "held by another client", ret=-errno.EBUSY) from None
             except rados_mod.Error as exc:
-                raise CephError(f"{self.pool}/{what}", str(exc)[:200]) from None
+                # 16.2.15 raises ObjectExists (EEXIST) for a lock the same locker re-takes without
+                # LOCK_FLAG_MAY_RENEW, and a bare rados.OSError with errno 125 (ECANCELED) for
+                # a failed omap_cmp: keep the errno so callers can tell them apart.
+                code = getattr(exc, "errno", None)
+                if code == errno.ECANCELED:
+                    raise _CompareFailed(f"{self.pool}/{what}", "compare failed", ret=-code) from None
+                raise CephError(f"{self.pool}/{what}", str(exc)[:200], ret=-code if code else None) from None
 
         fut = self.rados.submit(call)
         try:
@@ -264,10 +270,33 @@ class ObjectStore:
         except _NotFoundError:
             pass
 
-    def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int, renew: bool) -> None:
+    def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool:
+        """In one write op: if ``key`` reads exactly ``expected`` (a missing key reads as ""),
+        set it to ``new`` (remove it if None); False, with nothing written, if it did not."""
+        def cas(ioctx: Any) -> None:
+            import rados as rados_mod
+
+            with rados_mod.WriteOpCtx() as op:
+                op.omap_cmp(key, expected, rados_mod.LIBRADOS_CMPXATTR_OP_EQ)
+                if new is None:
+                    ioctx.remove_omap_keys(op, (key,))
+                else:
+                    ioctx.set_omap(op, (key,), (new.encode(),))
+                ioctx.operate_write_op(op, obj)
+
+        try:
+            self._run(f"{obj} omap update {key}", cas)
+        except (_CompareFailed, _NotFoundError):
+            return False
+        return True
+
+    def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int) -> None:
         """Take or renew an exclusive lock; raises LockBusy if another client holds it."""
-        # LOCK_FLAG_MAY_RENEW (1): renew our own lock instead of failing with EEXIST.
-        self._run(f"{obj} lock {name}", lambda io: io.lock_exclusive(obj, name, cookie, desc, duration_s, 1 if renew else 0))
+        # Always LOCK_FLAG_MAY_RENEW (1): without it cls_lock refuses the same locker with
+        # EEXIST, so a renewal retried after a lost reply could never succeed
+        # (docs/architecture.md, "Leadership, shutdown and the watchdog").
+        self._run(f"{obj} lock {name}", lambda io: io.lock_exclusive(obj, name, cookie, desc, duration_s,
+                                                                     LOCK_FLAG_MAY_RENEW))
 
     def unlock(self, obj: str, name: str, cookie: str) -> None:
         try:
@@ -283,6 +312,14 @@ class ObjectStore:
 
 class _NotFoundError(CephError):
     pass
+
+
+class _CompareFailed(CephError):
+    """An ``omap_cmp`` in a write op did not hold (ECANCELED): nothing was written."""
+
+
+#: cls_lock's flag: the same locker (client and cookie) may take its own lock again.
+LOCK_FLAG_MAY_RENEW = 1
 
 
 class LockBusy(CephError):

@@ -19,7 +19,8 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.daemon import service
 from rgwkeeper.executor import Executor
-from rgwkeeper.journal import Journal, MemoryStore
+from rgwkeeper.hostid import host_identity
+from rgwkeeper.journal import Journal, MemoryStore, holder_name, own_holders
 from rgwkeeper.observe import Adapters, snapshot
 from rgwkeeper.reconcile import plan as make_plan
 from rgwkeeper.units import Text
@@ -49,7 +50,7 @@ class _Session:
         self.rados.close()
 
     def executor(self) -> Executor:
-        holder = self.cfg.daemon.instance_id or socket.gethostname()
+        holder = holder_name(self.cfg.daemon.instance_id or socket.gethostname(), host_identity())
         return Executor(self.rados, self.journal, holder=holder, lease_s=self.cfg.daemon.lease_s)
 
 
@@ -119,25 +120,31 @@ def plan(as_json: bool, **kwargs: Any) -> None:
 @click.command()
 @cluster_options
 @click.option("--dry-run", is_flag=True, help="print the commands that would restore, change nothing")
-@click.option("--holder", type=Text(), help="only overrides made by this instance id (default: all)")
-@click.option("--own", is_flag=True, help="only overrides made by this node (daemon.instance_id, or the hostname); "
-                                          "what the systemd unit runs after the daemon stops")
+@click.option("--holder", type=Text(), help="only overrides of this holder (INSTANCE@HOST, as `plan` shows it; default: all)")
+@click.option("--own", is_flag=True, help="only overrides made by this node (daemon.instance_id or the hostname, on "
+                                          "this host); what the systemd unit runs after the daemon stops")
+@click.option("--force", is_flag=True, help="also put back settings someone changed after rgwkeeper set them "
+                                            "(without it they are left as they are and kept in the journal)")
 @click.option("--json", "as_json", is_flag=True)
-def restore(dry_run: bool, holder: str | None, own: bool, as_json: bool, **kwargs: Any) -> None:
-    """Put back every setting the daemon overrode, exactly as it was, and verify it."""
+def restore(dry_run: bool, holder: str | None, own: bool, force: bool, as_json: bool, **kwargs: Any) -> None:
+    """Put back every setting the daemon overrode, exactly as it was, and verify it.
+
+    Only what is still rgwkeeper's: a setting changed since by someone else is left and its
+    journal entry kept (one line says so), unless --force. Exit 1 if any entry failed or was left."""
     if holder and own:
         raise click.UsageError("give --holder or --own, not both")
     with _Session(kwargs) as s:
+        holders = {holder} if holder else None
         if own:
-            holder = s.cfg.daemon.instance_id or socket.gethostname()
-        results = asyncio.run(s.executor().restore(holder=holder, dry_run=dry_run))
+            holders = own_holders(s.cfg.daemon.instance_id or socket.gethostname(), host_identity())
+        results = asyncio.run(s.executor().restore(holders=holders, dry_run=dry_run, force=force))
     if as_json:
-        emit_json([{"command": r.command, "ok": r.ok, "detail": r.detail} for r in results])
+        emit_json([{"command": r.command, "ok": r.ok, "status": r.status, "detail": r.detail} for r in results])
     else:
         if not results:
             click.echo("nothing to restore")
         for r in results:
-            click.echo(f"{'ok  ' if r.ok else 'FAIL'} {r.command}  ({r.detail})")
+            click.echo(f"{r.status:<13} {r.command}  ({r.detail})")
     if any(not r.ok for r in results):
         raise SystemExit(1)
 

@@ -15,6 +15,8 @@ class Metrics:
         self.leader = Gauge("rgwkeeper_leader", "1 if this instance holds the leader lock", registry=r)
         self.paused = Gauge("rgwkeeper_paused", "1 if an operator paused rgwkeeper", registry=r)
         self.ticks = Counter("rgwkeeper_ticks", "Reconcile passes by outcome", ["outcome"], registry=r)
+        self.cluster_reachable = Gauge("rgwkeeper_cluster_reachable", "1 if the last reconcile pass ended "
+                                       "without error (mons and the leader lock answered), else 0", registry=r)
         self.tick_seconds = Histogram("rgwkeeper_tick_seconds", "Duration of a reconcile pass", registry=r,
                                       buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
         self.overrides = Gauge("rgwkeeper_overrides", "Settings currently overridden by rgwkeeper", registry=r)

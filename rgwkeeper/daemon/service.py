@@ -34,8 +34,9 @@ from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
 from rgwkeeper.daemon.metrics import Metrics
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
-from rgwkeeper.executor import Executor, NotLeader
-from rgwkeeper.journal import LEADER_OBJECT, Journal
+from rgwkeeper.executor import LONG_TIMEOUT_S, Executor, NotLeader
+from rgwkeeper.hostid import host_identity
+from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
 from rgwkeeper.observe import Adapters, snapshot
@@ -45,26 +46,32 @@ log = structlog.get_logger("rgwkeeper.daemon")
 
 
 class RadosLockBackend:
-    """The leader lock: ``lock_exclusive`` on one object of the daemon's pool."""
+    """The leader lock: ``lock_exclusive`` on one object of the daemon's pool.
 
-    def __init__(self, store: ObjectStore, rados_cli: RadosgwAdmin, *, instance_id: str, lease_s: float) -> None:
+    Its description names the instance id and this host (``rgwkeeper ID@HOST``), so a stale
+    lock is broken only when it provably came from a daemon on this host."""
+
+    def __init__(self, store: Any, rados_cli: RadosgwAdmin, *, instance_id: str, host: str, lease_s: float) -> None:
         self.store = store
         self.cli = rados_cli
-        self.description = f"rgwkeeper {instance_id}"
+        self.description = f"rgwkeeper {holder_name(instance_id, host)}"
         # A new cookie per process: a restarted daemon is a different locker.
         self.cookie = f"{instance_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
 
-    async def acquire(self, renew: bool) -> bool:
+    async def acquire(self) -> bool:
         try:
             await asyncio.to_thread(self.store.lock_exclusive, LEADER_OBJECT, LOCK_NAME, self.cookie,
-                                    self.description, int(self.lease_s), renew)
+                                    self.description, int(self.lease_s))
             return True
         except LockBusy:
             return False
 
     async def break_stale_own(self) -> bool:
-        """Break a lock our own dead predecessor left (same description, other cookie)."""
+        """Break a lock a dead predecessor on this host left: same description (instance id and
+        host), other cookie. The local flock proves no live daemon with our instance id runs
+        here; a lock from another host, or from a version without the host in its description,
+        is left to expire."""
         info = await self.cli.json("-p", self.store.pool, "lock", "info", LEADER_OBJECT, LOCK_NAME)
         for locker in (info or {}).get("lockers", []):
             if locker.get("description") == self.description and locker.get("cookie") != self.cookie:
@@ -112,33 +119,61 @@ class Service:
     instance_id: str
     wall_clock: Callable[[], float] = time.time
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
-    last_tick_ok_at: float = 0.0
     s3: Any = None
     cli_flags: list[str] = field(default_factory=list)
+    host: str = field(default_factory=host_identity)
+    monotonic: Callable[[], float] = time.monotonic
+    #: Monotonic time of the last sign of progress: a pass started, an action started, a pass ended.
+    last_progress_at: float = field(default_factory=time.monotonic)
+    pass_running: bool = False
+    failed_passes_in_a_row: int = 0
+
+    @property
+    def holder(self) -> str:
+        return holder_name(self.instance_id, self.host)
+
+    def progress(self) -> None:
+        self.last_progress_at = self.monotonic()
 
     def executor(self) -> Executor:
-        return Executor(self.rados, self.journal, holder=self.instance_id, lease_s=self.cfg.daemon.lease_s,
+        return Executor(self.rados, self.journal, holder=self.holder, lease_s=self.cfg.daemon.lease_s,
                         may_act=self.lease.is_leader, wall_clock=self.wall_clock, rgw=self.adapters.radosgw_admin,
                         s3=self.s3, ceph_cli=RadosgwAdmin(self.access, binary="ceph"),
-                        rgwkeeper_cmd=[sys.executable, "-m", "rgwkeeper"], cli_flags=self.cli_flags)
+                        rgwkeeper_cmd=[sys.executable, "-m", "rgwkeeper"], cli_flags=self.cli_flags,
+                        on_progress=self.progress)
+
+    def watchdog_ok(self, now: float) -> bool:
+        return watchdog_ok(now, pass_running=self.pass_running, last_progress_at=self.last_progress_at,
+                           tick_s=self.cfg.daemon.tick_s, call_timeout_s=self.access.timeout_s)
 
     async def tick(self) -> None:
         t0 = time.monotonic()
+        self.pass_running = True
+        self.progress()
         structlog.contextvars.bind_contextvars(tick=uuid.uuid4().hex[:8])
+        failure = None
         try:
             outcome = await self._tick()
             self.metrics.ticks.labels(outcome).inc()
-            self.last_tick_ok_at = time.monotonic()
         except NotLeader as exc:
             self.metrics.ticks.labels("lost-leadership").inc()
             log.warning("stopped acting", reason=str(exc))
         except RgwkeeperError as exc:
             self.metrics.ticks.labels("error").inc()
-            log.error("reconcile pass failed", error=str(exc))
-        except Exception:  # noqa: BLE001 - a bug must not kill the loop; it is logged with its traceback
+            failure = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must not kill the loop; it is logged with its traceback
             self.metrics.ticks.labels("crash").inc()
+            failure = f"crash: {exc!r}"
             log.exception("reconcile pass crashed")
         finally:
+            # A pass that ends, even with an error, is progress: the watchdog keeps the daemon
+            # alive through a mon outage, and the outage is reported on every pass instead.
+            self.failed_passes_in_a_row = self.failed_passes_in_a_row + 1 if failure else 0
+            self.metrics.cluster_reachable.set(0 if failure else 1)
+            if failure:
+                log.error("reconcile pass failed", error=failure, failed_passes_in_a_row=self.failed_passes_in_a_row)
+            self.pass_running = False
+            self.progress()
             self.metrics.tick_seconds.observe(time.monotonic() - t0)
             structlog.contextvars.unbind_contextvars("tick")
 
@@ -146,9 +181,11 @@ class Service:
         was_leader = self.lease.is_leader()
         leader = await self.lease.tick()
         self.metrics.leader.set(1 if leader else 0)
+        if was_leader and not leader:
+            log.warning("lost leadership; not acting")
+        if self.lease.last_error is not None:  # no answer from the lock: report it, act on nothing
+            raise self.lease.last_error
         if not leader:
-            if was_leader:
-                log.warning("lost leadership; not acting")
             log.info("standby", instance=self.instance_id)
             return "standby"
         ex = self.executor()
@@ -161,8 +198,10 @@ class Service:
             # when scrub was last given back by force, so restarts cannot defer it forever.
             old = ThrottleMemory.from_dict(self.journal.control().get("scrub_throttle"))
             self.journal.set_control("scrub_throttle", ThrottleMemory(forced_release_at=old.forced_release_at).to_dict())
-            log.info("became leader", instance=self.instance_id, restored=[r.command for r in results],
-                     failed=[r.command for r in results if not r.ok])
+            log.info("became leader", instance=self.instance_id, holder=self.holder,
+                     restored=[r.command for r in results if r.status == "restored"],
+                     failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])
+        await ex.drop_lost_flags()
         snap, _raw = await snapshot(self.adapters, self.cfg)
         overrides = self.journal.overrides()
         control = self.journal.control()
@@ -194,7 +233,7 @@ class Service:
         if plan.spillover is not None:
             for osd, size in plan.spillover.needs_bigger_db.items():
                 self.metrics.needs_db_bytes.labels(str(osd)).set(size)
-        self.journal.renew(self.instance_id, self.wall_clock() + self.cfg.daemon.lease_s)
+        self.journal.renew({self.holder}, self.wall_clock() + self.cfg.daemon.lease_s)
         now_overrides = self.journal.overrides()
         self.metrics.overrides.set(len(now_overrides))
         self.metrics.scrub_throttled.set(1 if any(k.startswith("config/osd/osd_scrub") or k == "flag/nodeep-scrub"
@@ -212,19 +251,36 @@ class Service:
                  overrides=sorted(now_overrides))
         return "acted" if any(r.changed for r in results) else "idle"
 
-    async def stop(self) -> None:
-        """Give back overrides if leader, then release the lock. Bounded by shutdown_timeout_s."""
+    async def stop(self, budget_s: float) -> None:
+        """Give back this node's overrides if leader (never by force), then release the lock.
+        The restore is bounded by ``budget_s``."""
         try:
             if self.lease.is_leader():
-                results = await asyncio.wait_for(self.executor().restore(holder=self.instance_id),
-                                                 self.cfg.daemon.shutdown_timeout_s)
-                log.info("restored before exit", restored=[r.command for r in results],
-                         failed=[r.command for r in results if not r.ok])
+                results = await asyncio.wait_for(
+                    self.executor().restore(holders=own_holders(self.instance_id, self.host)), max(1.0, budget_s))
+                log.info("restored before exit", restored=[r.command for r in results if r.status == "restored"],
+                         failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])
         except (asyncio.TimeoutError, CephError) as exc:
             log.error("could not restore every override before exit; run rgwkeeper restore", error=str(exc))
         finally:
             with contextlib.suppress(CephError):
                 await self.lease.release()
+
+
+#: The hard-exit timer fires this long after shutdown_timeout_s (the unit's TimeoutStopSec
+#: must leave room for both: tests/unit/test_daemon_parts.py checks it).
+HARD_EXIT_MARGIN_S = 15.0
+
+
+def watchdog_ok(now: float, *, pass_running: bool, last_progress_at: float, tick_s: float,
+                call_timeout_s: float) -> bool:
+    """May the watchdog be pinged? Yes while the loop is alive: passes start and end (also
+    with an error: a mon outage must not make systemd restart the daemon over and over).
+    No when a pass is wedged, with no progress far past the longest any one step may take
+    (a long action, or a few Ceph calls), or when passes stopped being started at all."""
+    if pass_running:
+        return now - last_progress_at < LONG_TIMEOUT_S + 4 * call_timeout_s + 60
+    return now - last_progress_at < 2 * tick_s + 60
 
 
 def _hard_exit_timer(seconds: float) -> threading.Timer:
@@ -253,8 +309,9 @@ async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = 
         await asyncio.to_thread(ensure_pool, rados, cfg.daemon.pool, cfg.daemon.create_pool)
         store = ObjectStore(rados, cfg.daemon.pool)
         journal = Journal(store)
-        lease = LeaderLease(RadosLockBackend(store, RadosgwAdmin(access, binary="rados"),
-                                             instance_id=instance_id, lease_s=cfg.daemon.lease_s),
+        host = host_identity()
+        lease = LeaderLease(RadosLockBackend(store, RadosgwAdmin(access, binary="rados"), instance_id=instance_id,
+                                             host=host, lease_s=cfg.daemon.lease_s),
                             lease_s=cfg.daemon.lease_s)
         admin_api = AdminApi(access.rgw_endpoint, creds, timeout_s=access.timeout_s) if (
             creds and access.rgw_endpoint) else None
@@ -271,7 +328,7 @@ async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = 
 
             s3 = S3Adapter(make_client(access.rgw_endpoint, creds, timeout_s=access.timeout_s))
         svc = Service(cfg=cfg, access=access, rados=rados, journal=journal, lease=lease, adapters=adapters,
-                      metrics=metrics, instance_id=instance_id, s3=s3, cli_flags=cli_flags or [])
+                      metrics=metrics, instance_id=instance_id, s3=s3, cli_flags=cli_flags or [], host=host)
         return await _serve(svc)
     finally:
         if store is not None:
@@ -291,8 +348,8 @@ async def _serve(svc: Service) -> int:
     watchdog = sdnotify.watchdog_interval_s()
     if watchdog:
         def ping() -> None:
-            # Only while the loop makes progress: a wedged tick must let systemd restart us.
-            if time.monotonic() - svc.last_tick_ok_at < 3 * svc.cfg.daemon.tick_s + 60:
+            # Only while the loop makes progress: a wedged pass must let systemd restart us.
+            if svc.watchdog_ok(svc.monotonic()):
                 sdnotify.notify("WATCHDOG=1")
         scheduler.add_job(ping, "interval", seconds=watchdog, id="watchdog")
     scheduler.start()
@@ -301,7 +358,10 @@ async def _serve(svc: Service) -> int:
              pool=svc.cfg.daemon.pool, metrics=svc.cfg.daemon.metrics_address or None)
     await svc.shutdown.wait()
     sdnotify.notify("STOPPING=1")
-    timer = _hard_exit_timer(svc.cfg.daemon.shutdown_timeout_s + 15)
+    # Drain, restore and release share shutdown_timeout_s; the hard exit backs them up.
+    budget_s = svc.cfg.daemon.shutdown_timeout_s
+    deadline = time.monotonic() + budget_s
+    timer = _hard_exit_timer(budget_s + HARD_EXIT_MARGIN_S)
     timer.start()
     log.info("stopping")
     scheduler.shutdown(wait=False)
@@ -313,9 +373,9 @@ async def _serve(svc: Service) -> int:
     await asyncio.gather(*running, return_exceptions=True)
     # A cancelled librados call still runs in its thread: wait for it, or the restore below
     # could be overtaken by a `config set` sent just before (CI: a setting left behind).
-    if not await svc.rados.drain(min(30.0, svc.cfg.daemon.shutdown_timeout_s / 2)):
+    if not await svc.rados.drain(min(30.0, budget_s / 2)):
         log.warning("librados calls still running at shutdown; restoring anyway")
-    await svc.stop()
+    await svc.stop(deadline - time.monotonic())
     timer.cancel()
     log.info("stopped")
     return 0

@@ -210,9 +210,7 @@ def test_throttle_engages_under_put_load_and_gives_back(ceph_cluster, s3, bucket
         # Within two ticks of the first pass that saw the load.
         assert engaged - first_high <= 2, [(p["write_ops"], p["scrub_state"]) for p in d.passes()]
         # The OSDs themselves report the throttled values.
-        wait_for("every lever effective on every OSD", lambda: all(
-            all(float(v) == float(value) for v in effective(ceph_cluster, name).values())
-            for name, value in THROTTLE.items()), timeout=30)
+        wait_for("every lever effective on every OSD", lambda: every_lever_effective(ceph_cluster), timeout=30)
         metrics = wait_for("metrics show the throttle", lambda: (lambda t: t if "rgwkeeper_scrub_throttled 1.0" in t
                                                                  else None)(_scrape(port)), timeout=20)
         assert "rgwkeeper_leader 1.0" in metrics and "rgwkeeper_overrides 3.0" in metrics
@@ -230,14 +228,24 @@ def data_pool_write_ops(ceph_cluster):
     return float(stats[0].get("client_io_rate", {}).get("write_op_per_sec", 0))
 
 
+def throttle_held(daemons, name, s3, bucket, throttled):
+    """A daemon that throttled scrub under PUT load; its long hold keeps the throttle on after
+    the load ends (so it is still on when the test kills it)."""
+    d = daemons(name, scrub_throttle={"hold_s": 600.0}).start()
+    with put_load(s3, bucket):
+        wait_for("throttled", throttled, timeout=90)
+    return d
+
+
+def every_lever_effective(ceph_cluster):
+    return all(all(float(v) == float(value) for v in effective(ceph_cluster, name).values())
+               for name, value in THROTTLE.items())
+
+
 def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluster, s3, bucket_name, daemons,
                                                                      journal_pool):
     before = mon_db(ceph_cluster)
-    # A long hold keeps the throttle on after the load ends, so it is still on when killed.
-    d = daemons("crashy", scrub_throttle={"hold_s": 600.0})
-    d.start()
-    with put_load(s3, bucket_name):
-        wait_for("throttled", lambda: throttled_everywhere(ceph_cluster), timeout=90)
+    d = throttle_held(daemons, "crashy", s3, bucket_name, lambda: throttled_everywhere(ceph_cluster))
     # The mgr's pool rates lag by a report interval; wait until the load has left them.
     wait_for("load gone from pool stats", lambda: data_pool_write_ops(ceph_cluster) < 30, timeout=60)
     d.signal(signal.SIGKILL)
@@ -341,3 +349,132 @@ def test_bad_input_is_one_line_and_changes_nothing(ceph_cluster, tmp_path):
         assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, (name, proc.stderr)
     assert pool not in (ceph_cluster.ceph("osd", "pool", "ls") or [])
     assert mon_db(ceph_cluster) == before
+
+
+def _rgwkeeper(*args, config: Path, timeout=120):
+    return subprocess.run([sys.executable, "-m", "rgwkeeper", *args, "--config", str(config)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _journal_keys(ceph_cluster):
+    out = subprocess.run(["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
+                          "-p", POOL, "listomapkeys", "rgwkeeper.journal"], capture_output=True, text=True, timeout=60)
+    return set(out.stdout.split())
+
+
+def test_restore_leaves_what_an_operator_changed_and_force_puts_it_back(ceph_cluster, s3, bucket_name, daemons,
+                                                                        journal_pool):
+    before = mon_db(ceph_cluster)
+    d = throttle_held(daemons, "owner", s3, bucket_name, lambda: every_lever_effective(ceph_cluster))
+    d.signal(signal.SIGKILL)  # the daemon still holds its overrides: nobody gave them back
+    d.proc.wait(10)
+    assert mon_db(ceph_cluster)[("osd", "osd_max_scrubs")] == "1"
+    ceph_cluster.ceph("config", "set", "osd", "osd_max_scrubs", "4")  # an operator's own decision
+    try:
+        proc = _rgwkeeper("restore", config=d.config)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        (left,) = [line for line in proc.stdout.splitlines() if line.startswith("left")]
+        assert "osd/osd_max_scrubs is 4 now, not the 1 rgwkeeper set: left as it is and kept in the journal; " \
+               "rgwkeeper restore --force removes it" in left
+        db = mon_db(ceph_cluster)
+        assert db[("osd", "osd_max_scrubs")] == "4"  # the operator's value stays
+        assert ("osd", "osd_scrub_sleep") not in db  # the others were ours: given back
+        assert _journal_keys(ceph_cluster) == {"config/osd/osd_max_scrubs"}
+        forced = _rgwkeeper("restore", "--force", "--json", config=d.config)
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        assert [r["status"] for r in json.loads(forced.stdout)] == ["restored"]
+        assert mon_db(ceph_cluster) == before and _journal_keys(ceph_cluster) == set()
+    finally:
+        with contextlib.suppress(RuntimeError):
+            ceph_cluster.ceph("config", "rm", "osd", "osd_max_scrubs")
+
+
+def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(cluster_access, journal_pool):
+    import asyncio
+    import errno
+
+    from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
+    from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+    from rgwkeeper.daemon.service import RadosLockBackend
+    from rgwkeeper.errors import CephError, CephTimeout
+    from rgwkeeper.journal import LEADER_OBJECT
+    from rgwkeeper.leader import LOCK_NAME, LeaderLease
+
+    lease_s = 30
+    instance = f"lock-{uuid.uuid4().hex[:6]}"
+    connections = []
+
+    def contender(host):
+        rados = RadosAdapter(cluster_access)
+        rados.connect()
+        store = ObjectStore(rados, POOL)
+        connections.append((store, rados))
+        backend = RadosLockBackend(store, RadosgwAdmin(cluster_access, binary="rados"), instance_id=instance,
+                                   host=host, lease_s=lease_s)
+        return LeaderLease(backend, lease_s=lease_s), store, backend
+
+    async def scenario():
+        a, store, backend = contender("host-a")
+        try:
+            assert await a.tick()  # first take
+            # What cls_lock does without the may-renew flag, for the same locker: EEXIST.
+            with pytest.raises(CephError) as refused:
+                store._run("probe", lambda io: io.lock_exclusive(LEADER_OBJECT, LOCK_NAME, backend.cookie,
+                                                                 backend.description, lease_s, 0))
+            assert refused.value.ret == -errno.EEXIST
+            # A renewal whose reply is lost: it reached the OSD, the caller saw a timeout.
+            real = store.lock_exclusive
+
+            def lost_reply(*args):
+                real(*args)
+                raise CephTimeout(f"{POOL}/{LEADER_OBJECT} lock {LOCK_NAME}", "no answer within 20 s")
+
+            store.lock_exclusive = lost_reply
+            assert await a.tick() and a.last_error is not None
+            store.lock_exclusive = real
+            assert await a.tick() and a.last_error is None  # the retry renewed the real lock
+            assert a.transitions == ["acquired"]
+            # Another host with the same instance id: refused, and it does not break our lock.
+            twin, _, twin_backend = contender("host-b")
+            assert not await twin.tick()
+            assert not await twin_backend.break_stale_own()
+            # A restarted daemon on our own host (new client, new cookie): breaks the stale lock.
+            again, _, _ = contender("host-a")
+            assert await again.tick()
+            assert not await a.tick() and not a.is_leader()
+            await again.release()
+        finally:
+            for store, rados in connections:
+                store.close()
+                rados.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_real_journal_forgets_only_the_entry_it_read(cluster_access, journal_pool):
+    from dataclasses import replace
+
+    from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
+    from rgwkeeper.journal import Journal, JournalConflict, Override
+
+    rados = RadosAdapter(cluster_access)
+    rados.connect()
+    store = ObjectStore(rados, POOL)
+    try:
+        journal = Journal(store)
+        key = f"config/test/{uuid.uuid4().hex[:6]}"
+        read = Override(key=key, kind="config", who="test", name="x", original_present=False, original_value=None,
+                        applied_value="1", holder="old@h", since=1.0, lease_until=2.0)
+        journal.record(read)
+        newer = replace(read, holder="new@h", lease_until=3.0)
+        journal.record(newer, read)  # a new leader's entry replaces the one a restore read
+        with pytest.raises(JournalConflict):
+            journal.record(replace(read, applied_value="2"), read)
+        assert journal.forget(read) is False  # omap_cmp failed (ECANCELED): nothing removed
+        assert journal.overrides()[key].holder == "new@h"
+        assert journal.renew({"new@h"}, 99.0) == 1
+        assert journal.forget(journal.overrides()[key]) is True and key not in journal.overrides()
+        assert journal.forget(newer) is False  # already gone
+    finally:
+        store.close()
+        rados.close()

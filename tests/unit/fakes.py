@@ -193,3 +193,84 @@ class FakeCluster:
         name = c["var"]
         value = self.defaults[name] if name in self.revert else self.config.get(("osd", name), self.defaults[name])
         return 0, json.dumps({name: self._fmt(value)}).encode(), ""
+
+
+class FakeLockCluster:
+    """cls_lock's exclusive locks as one OSD keeps them, for several RADOS clients, on an
+    injected clock. Measured on 16.2.15: the same locker (client and cookie) re-taking its lock
+    without LOCK_FLAG_MAY_RENEW gets EEXIST (``rados.ObjectExists``); another locker gets EBUSY
+    (``rados.ObjectBusy``); an expired lock is gone. ``client(n)`` is one connection (a
+    ``rados.Rados`` stand-in); ``rados_runner`` answers ``rados lock info`` (shaped like
+    fixtures/pacific/rados-lock-info.json) and ``rados lock break``."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.lockers: dict[tuple[str, str], dict[tuple[str, str], tuple[str, float]]] = {}
+        self.lose_next_reply = False  # the next lock call lands, but its caller times out
+        self.unreachable = False  # every call times out without landing (a mon/OSD outage)
+
+    def _live(self, obj: str, name: str) -> dict[tuple[str, str], tuple[str, float]]:
+        lockers = self.lockers.setdefault((obj, name), {})
+        for k, (_, expires) in list(lockers.items()):
+            if expires <= self.clock():
+                del lockers[k]
+        return lockers
+
+    def lock(self, client: str, obj: str, name: str, cookie: str, desc: str, duration: int, flags: int) -> None:
+        import rados
+
+        if self.unreachable:
+            raise rados.TimedOut("Ioctx.rados_lock_exclusive: no reply", errno=110)
+        lockers = self._live(obj, name)
+        me = (client, cookie)
+        if me in lockers and not flags & 1:
+            raise rados.ObjectExists(f"Ioctx.rados_lock_exclusive: failed to set lock {name} on {obj}", errno=17)
+        if any(k != me for k in lockers):
+            raise rados.ObjectBusy(f"Ioctx.rados_lock_exclusive: failed to set lock {name} on {obj}", errno=16)
+        lockers[me] = (desc, self.clock() + duration)
+        if self.lose_next_reply:
+            self.lose_next_reply = False
+            raise rados.TimedOut("Ioctx.rados_lock_exclusive: no reply", errno=110)
+
+    def holders(self, obj: str = "rgwkeeper.leader", name: str = "leader") -> list[tuple[str, str, str]]:
+        return [(c, k, d) for (c, k), (d, _) in self._live(obj, name).items()]
+
+    def client(self, n: int) -> Any:
+        cluster = self
+
+        class Ioctx:
+            def lock_exclusive(self, key, name, cookie, desc="", duration=None, flags=0):
+                cluster.lock(f"client.{n}", key, name, cookie, desc, duration or 10**9, flags)
+
+            def unlock(self, key, name, cookie):
+                cluster._live(key, name).pop((f"client.{n}", cookie), None)
+
+            def close(self):
+                pass
+
+        class Client:
+            def connect(self, timeout=0):
+                pass
+
+            def shutdown(self):
+                pass
+
+            def open_ioctx(self, pool):
+                return Ioctx()
+
+        return Client()
+
+    async def rados_runner(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        args = list(argv)
+        i = args.index("lock")
+        verb, obj, name = args[i + 1:i + 4]
+        if verb == "info":
+            lockers = [{"name": c, "cookie": k, "description": d, "expiration": "2026-11-23T19:03:08.308173+0000",
+                        "addr": "127.0.0.1:0/385445965"} for c, k, d in self.holders(obj, name)]
+            out = {"name": name, "type": "exclusive", "tag": "", "lockers": lockers}
+            return CompletedRun(tuple(argv), 0, json.dumps(out), "", 0.0)
+        if verb == "break":
+            client, cookie = args[i + 4], args[args.index("--lock-cookie") + 1]
+            self._live(obj, name).pop((client, cookie), None)
+            return CompletedRun(tuple(argv), 0, "", "", 0.0)
+        raise UnexpectedCall(f"unexpected rados call: {args}")

@@ -120,3 +120,93 @@ def test_ingest_plans_wait_for_not_before_then_create_and_shard():
     due = plan(_snap(0), cfg, {}, {}, now=1.0, local_time=dtime(12, 0), local_now=datetime(2026, 12, 1, 3))
     assert due.commands()[:2] == ["s3 CreateBucket ingest-dec",
                                   "radosgw-admin bucket reshard --bucket ingest-dec --num-shards 53"]
+
+
+# -- shutdown and the watchdog -------------------------------------------------------------------
+
+def test_the_units_stop_timeout_leaves_room_for_the_longest_shutdown():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from rgwkeeper.config import DaemonSection
+    from rgwkeeper.daemon.service import HARD_EXIT_MARGIN_S
+
+    unit = (Path(__file__).resolve().parents[2] / "systemd" / "rgwkeeper.service").read_text()
+    (stop_s,) = [int(v) for v in re.findall(r"^TimeoutStopSec=(\d+)$", unit, re.M)]
+    longest = {f.name: f for f in dataclasses.fields(DaemonSection)}["shutdown_timeout_s"].metadata["max"]
+    # The hard exit fires HARD_EXIT_MARGIN_S after shutdown_timeout_s; systemd must not kill first.
+    assert longest + HARD_EXIT_MARGIN_S + 10 <= stop_s, (longest, stop_s)
+
+
+class _Outage:
+    """A leader lock that never answers: what a mon outage looks like to the daemon."""
+
+    async def acquire(self):
+        from rgwkeeper.errors import CephTimeout
+
+        raise CephTimeout("rgwkeeper/rgwkeeper.leader lock leader", "no answer within 10 s")
+
+    async def break_stale_own(self):
+        raise AssertionError("not reached")
+
+    async def release(self):
+        pass
+
+
+def _service(clock):
+    from pathlib import Path
+
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.daemon.service import Service
+    from rgwkeeper.leader import LeaderLease
+
+    access = ClusterAccess(conf=Path("/nonexistent"), keyring=None, client_name="client.admin", rgw_endpoint=None,
+                           rgw_credentials_file=None, timeout_s=10)
+    return Service(cfg=CFG, access=access, rados=None, journal=Journal(MemoryStore()),
+                   lease=LeaderLease(_Outage(), lease_s=90, clock=clock), adapters=None, metrics=Metrics(),
+                   instance_id="admin1", host="h1", monotonic=clock, last_progress_at=clock())
+
+
+def test_a_mon_outage_is_reported_every_pass_and_keeps_the_watchdog_fed():
+    import asyncio
+
+    from structlog.testing import capture_logs
+
+    now = [1000.0]
+    svc = _service(lambda: now[0])
+    for _ in range(20):  # ten minutes of outage, one pass every 30 s
+        with capture_logs() as logs:
+            asyncio.run(svc.tick())
+        (failed,) = [e for e in logs if e["event"] == "reconcile pass failed"]
+        assert "no answer within 10 s" in failed["error"]
+        now[0] += 30
+        assert svc.watchdog_ok(now[0])
+    assert failed["failed_passes_in_a_row"] == 20
+    assert "rgwkeeper_cluster_reachable 0.0" in generate_latest(svc.metrics.registry).decode()
+
+
+def test_the_watchdog_stops_only_for_a_wedged_pass_or_a_stopped_loop():
+    from rgwkeeper.daemon.service import watchdog_ok
+    from rgwkeeper.executor import LONG_TIMEOUT_S
+
+    def ok(elapsed, running):
+        return watchdog_ok(100.0 + elapsed, pass_running=running, last_progress_at=100.0, tick_s=30,
+                           call_timeout_s=10)
+
+    assert ok(200, running=True)  # a slow pass (a long reshard) is not wedged
+    assert ok(LONG_TIMEOUT_S, running=True)
+    assert not ok(LONG_TIMEOUT_S + 4 * 10 + 60, running=True)  # far past any step's timeout
+    assert ok(100, running=False)  # between passes
+    assert not ok(2 * 30 + 60, running=False)  # no pass started for two ticks: the scheduler is stuck
+
+
+def test_host_identity_is_hostname_and_machine_id(tmp_path):
+    from rgwkeeper.hostid import host_identity
+    from rgwkeeper.journal import own_holders
+
+    (tmp_path / "machine-id").write_text("3d1219c7c4c5404aaa1f6d2a48adfda4\n")
+    assert host_identity(tmp_path / "machine-id", hostname="admin1") == "admin1/3d1219c7c4c5"
+    assert host_identity(tmp_path / "missing", hostname="admin1") == "admin1"
+    # Entries written before host identity (bare instance id) are still this node's.
+    assert own_holders("admin1", "admin1/3d12") == {"admin1@admin1/3d12", "admin1"}

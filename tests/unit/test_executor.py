@@ -115,7 +115,7 @@ def test_restore_of_one_holder_only(cluster, rados):
     run(a.apply([THROTTLE[0]]))
     b = Executor(rados, journal, holder="admin2", lease_s=90, readback_timeout_s=0.5)
     run(b.apply([THROTTLE[1]]))
-    run(b.restore(holder="admin2"))
+    run(b.restore(holders={"admin2"}))
     assert set(journal.overrides()) == {"config/osd/osd_scrub_sleep"}
 
 
@@ -138,8 +138,8 @@ def test_journal_renew_extends_only_the_holders_leases(cluster, rados):
     journal = Journal(MemoryStore())
     a, _ = make(rados, journal)
     run(a.apply([THROTTLE[0]]))
-    assert journal.renew("admin1", 99999.0) == 1
-    assert journal.renew("someone-else", 5.0) == 0
+    assert journal.renew({"admin1"}, 99999.0) == 1
+    assert journal.renew({"someone-else"}, 5.0) == 0
     assert journal.overrides()["config/osd/osd_scrub_sleep"].lease_until == 99999.0
 
 
@@ -179,3 +179,177 @@ def test_restore_after_a_cancelled_pass_waits_for_the_config_set_still_in_flight
 
     run(scenario())
     assert ("osd", "osd_scrub_sleep") not in cluster.config and journal.overrides() == {}
+
+
+# -- restore gives back only what is still ours, each entry on its own ---------------------------
+
+def test_restore_leaves_a_value_an_operator_changed_and_keeps_its_entry(cluster, rados):
+    cluster.config[("osd", "osd_max_scrubs")] = "2"
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[1]]))  # rgwkeeper sets 1
+    cluster.config[("osd", "osd_max_scrubs")] = "4"  # the operator, during the throttle
+    (r,) = run(ex.restore())
+    assert (r.ok, r.status) == (False, "left")
+    assert r.detail == ("osd/osd_max_scrubs is 4 now, not the 1 rgwkeeper set: left as it is and kept in the "
+                        "journal; rgwkeeper restore --force puts back 2")
+    assert cluster.config[("osd", "osd_max_scrubs")] == "4"
+    assert "config/osd/osd_max_scrubs" in journal.overrides()
+    assert not [c for c in cluster.sent if c["prefix"] == "config set" and c["value"] != "1"]
+    (forced,) = run(ex.restore(force=True))
+    assert (forced.ok, forced.status) == (True, "restored")
+    assert cluster.config[("osd", "osd_max_scrubs")] == "2" and journal.overrides() == {}
+
+
+def test_a_pass_does_not_reassert_over_a_value_an_operator_set(cluster, rados):
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[1]]))
+    cluster.config[("osd", "osd_max_scrubs")] = "4"
+    (r,) = run(ex.apply([THROTTLE[1]]))  # the policy keeps the throttle on
+    assert (r.ok, r.status, r.changed) == (False, "left", False)
+    assert cluster.config[("osd", "osd_max_scrubs")] == "4"
+    assert "rgwkeeper restore --force removes it" in r.detail
+
+
+def test_a_value_put_back_by_someone_else_is_forgotten_without_a_command(cluster, rados):
+    cluster.config[("osd", "osd_max_scrubs")] = "2"
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[1]]))
+    cluster.config[("osd", "osd_max_scrubs")] = "2"  # an operator gave it back by hand
+    sent = len(cluster.sent)
+    (r,) = run(ex.restore())
+    assert (r.ok, r.status) == (True, "forgotten") and journal.overrides() == {}
+    assert not [c for c in cluster.sent[sent:] if c["prefix"] in ("config set", "config rm")]
+
+
+def test_a_flag_unset_by_someone_else_is_forgotten_and_never_cleared_later(cluster, rados):
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[2]]))
+    cluster.flags.discard("nodeep-scrub")  # an operator unsets it
+    assert run(ex.drop_lost_flags()) == ["nodeep-scrub"]  # the next pass sees it: no longer ours
+    cluster.flags.add("nodeep-scrub")  # later the operator sets it by hand, for maintenance
+    assert run(ex.restore()) == []
+    assert "nodeep-scrub" in cluster.flags
+
+
+def test_restore_of_a_flag_someone_unset_sends_nothing(cluster, rados):
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[2]]))
+    cluster.flags.discard("nodeep-scrub")
+    sent = len(cluster.sent)
+    (r,) = run(ex.restore())
+    assert (r.ok, r.status) == (True, "forgotten") and journal.overrides() == {}
+    assert not [c for c in cluster.sent[sent:] if c["prefix"] == "osd unset"]
+
+
+def test_restore_never_deletes_an_entry_a_new_leader_wrote_meanwhile(cluster, rados):
+    store = MemoryStore()
+    journal = Journal(store)
+    ex, _ = make(rados, journal)
+    run(ex.apply([THROTTLE[0]]))
+    leader = Executor(rados, journal, holder="admin2", lease_s=90, readback_timeout_s=0.5)
+
+    def new_leader_reapplies(obj, key):  # between our read and our forget
+        store.before_write = None
+        run_in_thread(leader.apply([THROTTLE[0]]))
+
+    store.before_write = new_leader_reapplies
+    (r,) = run(ex.restore())
+    assert r.ok and "changed meanwhile" in r.detail
+    assert journal.overrides()["config/osd/osd_scrub_sleep"].holder == "admin2"
+
+
+def run_in_thread(coro):
+    """Run a coroutine to the end from inside a running loop's synchronous callback."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def test_restore_with_an_unwritable_journal_reports_every_entry_and_goes_on(cluster, rados):
+    from rgwkeeper.errors import CephError
+
+    cluster.config[("osd", "osd_max_scrubs")] = "2"
+    store = MemoryStore()
+    ex, journal = make(rados, Journal(store))
+    run(ex.apply(THROTTLE))
+    store.write_error = CephError("rgwkeeper/rgwkeeper.journal omap update", "no answer within 10 s")
+    results = run(ex.restore())
+    assert len(results) == 3 and not any(r.ok for r in results)
+    assert all(r.status == "failed" and "could not be removed" in r.detail for r in results)
+    # Every setting was given back all the same; the entries stay for the next restore.
+    assert cluster.config == {("osd", "osd_max_scrubs"): "2"} and "nodeep-scrub" not in cluster.flags
+    assert len(journal.overrides()) == 3
+    store.write_error = None
+    again = run(ex.restore())
+    assert [r.status for r in again] == ["forgotten", "forgotten", "forgotten"] and journal.overrides() == {}
+
+
+def test_one_failing_entry_does_not_stop_the_others(cluster, rados):
+    ex, journal = make(rados)
+    run(ex.apply(THROTTLE))
+    real = cluster.mon_command
+
+    def refuse_config_rm(cmd, inbuf, timeout=0):
+        if '"config rm"' in cmd:
+            return -1, b"", "EPERM: access denied"
+        return real(cmd, inbuf, timeout)
+
+    cluster.mon_command = refuse_config_rm
+    results = {r.command: r for r in run(ex.restore())}
+    assert results["ceph config rm osd osd_scrub_sleep"].status == "failed"
+    assert "access denied" in results["ceph config rm osd osd_scrub_sleep"].detail
+    assert results["ceph config rm osd osd_max_scrubs"].status == "failed"
+    assert results["ceph osd unset nodeep-scrub"].status == "restored"
+    assert "nodeep-scrub" not in cluster.flags and set(journal.overrides()) == {
+        "config/osd/osd_scrub_sleep", "config/osd/osd_max_scrubs"}
+
+
+def test_an_entry_of_an_unknown_kind_is_left_and_the_rest_restored(cluster, rados):
+    from rgwkeeper.journal import Override
+
+    ex, journal = make(rados)
+    run(ex.apply([THROTTLE[0]]))
+    journal.record(Override(key="future/x", kind="future", who="", name="x", original_present=True,
+                            original_value="1", applied_value="2", holder="admin1", since=1.0, lease_until=2.0))
+    results = {r.status for r in run(ex.restore())}
+    assert results == {"left", "restored"} and set(journal.overrides()) == {"future/x"}
+
+
+def test_renew_skips_an_entry_changed_since_it_was_read(cluster, rados):
+    store = MemoryStore()
+    journal = Journal(store)
+    ex, _ = make(rados, journal)
+    run(ex.apply([THROTTLE[0], THROTTLE[1]]))
+    entries = journal.overrides()
+
+    def other_writes(obj, key):
+        if key == "config/osd/osd_max_scrubs":
+            e = entries[key]
+            store.objects[obj][key] = e.__class__(**{**e.__dict__, "holder": "admin2"}).to_json()
+
+    store.before_write = other_writes
+    assert journal.renew({"admin1"}, 99999.0) == 1
+    assert journal.overrides()["config/osd/osd_max_scrubs"].holder == "admin2"
+    assert journal.overrides()["config/osd/osd_scrub_sleep"].lease_until == 99999.0
+
+
+def test_memory_store_compares_like_omap_cmp():
+    store = MemoryStore()
+    assert not store.omap_update_if("o", "k", "", "v")  # no object: ENOENT, nothing written
+    store.omap_set("o", {"a": "1"})
+    assert store.omap_update_if("o", "k", "", "v")  # a missing key reads as ""
+    assert not store.omap_update_if("o", "k", "w", None) and store.omap_get_all("o")["k"] == "v"
+    assert store.omap_update_if("o", "k", "v", None) and "k" not in store.omap_get_all("o")
+
+
+def test_restore_own_takes_this_hosts_and_legacy_entries_not_a_twin_hosts(cluster, rados):
+    from rgwkeeper.journal import holder_name, own_holders
+
+    journal = Journal(MemoryStore())
+    for holder, action in (("a@host1", THROTTLE[0]), ("a@host2", THROTTLE[1]), ("a", THROTTLE[2])):
+        ex = Executor(rados, journal, holder=holder, lease_s=90, readback_timeout_s=0.5)
+        run(ex.apply([action]))
+    results = run(ex.restore(holders=own_holders("a", "host1")))
+    assert sorted(r.command for r in results) == ["ceph config rm osd osd_scrub_sleep", "ceph osd unset nodeep-scrub"]
+    assert {e.holder for e in journal.overrides().values()} == {holder_name("a", "host2")}
