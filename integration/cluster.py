@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -109,7 +110,8 @@ class ClusterOptions:
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: Make bootstrap.sh fail at this step (tests of the harness's own failure handling).
     fail_at_step: str = ""
-    #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef).
+    #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef;
+    #: sid: Tentacle).
     suite: str = field(default_factory=lambda: image_mod.SUITE)
 
     @property
@@ -160,9 +162,18 @@ class ClusterInfo:
                 "--connect-timeout", "20", "--format", "json", *args]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            stderr = _redact_keys(proc.stderr.strip()[-500:])
+            raise RuntimeError(f"{' '.join(args)}: exit {proc.returncode}: {stderr}")
         out = proc.stdout.strip()
         return json.loads(out) if out else None
+
+
+# A client that cannot parse its keyring prints the key: "... type=key val=AQ...==: Malformed input".
+_KEY_TEXT = re.compile(r"(\bval=|\bkey\s*=\s*)[A-Za-z0-9+/=]{16,}")
+
+
+def _redact_keys(text: str) -> str:
+    return _KEY_TEXT.sub(r"\1<redacted>", text)
 
 
 def restart_rgw(info: ClusterInfo, *, down_s: float = 3.0, timeout: float = 120.0) -> None:
