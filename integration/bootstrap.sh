@@ -32,7 +32,8 @@ mkdir -p /var/lib/ceph/mon /var/lib/ceph/mgr /var/lib/ceph/osd /var/lib/ceph/rad
 # release, the monmap also allows aes, and client.admin gets an aes key; the daemons keep
 # Tentacle's default. Releases without key types have neither option.
 admin_key_type=(); monmap_ciphers=()
-if monmaptool --help 2>&1 | grep -q -- --auth-allowed-ciphers; then
+monmaptool_help=$(monmaptool --help 2>&1 || true)   # not a pipe: pipefail and an early grep exit
+if [[ "$monmaptool_help" == *--auth-allowed-ciphers* ]]; then
   admin_key_type=(--key-type aes); monmap_ciphers=(--auth-allowed-ciphers aes256k,aes)
 fi
 
