@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import subprocess
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from integration.cluster import ClusterInfo, ClusterOptions
-from integration.pytest_plugin import booted_cluster
+from integration.cluster import ClusterInfo
+from integration.pytest_plugin import release_cluster
 from tests.integration import test_purge, test_status
 from tests.integration.test_purge import bucket_stats, cli, fill
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Tentacle
@@ -39,9 +38,7 @@ from tests.integration.test_status import (  # noqa: F401 - collected again, on 
 @pytest.fixture(scope="module")
 def ceph_cluster() -> Iterator[ClusterInfo]:
     """This module's cluster: Tentacle, booted beside the session's Pacific one."""
-    if os.environ.get("RGWKEEPER_TEST_CEPH_CONF"):
-        pytest.skip("the Tentacle tests boot their own cluster; RGWKEEPER_TEST_CEPH_CONF names an external one")
-    yield from booted_cluster(ClusterOptions(suite="sid"), "Tentacle cluster", fatal=False)
+    yield from release_cluster("sid", "Tentacle")
 
 
 @pytest.fixture(autouse=True)
