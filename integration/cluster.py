@@ -80,8 +80,9 @@ BASE_OPTIONS: dict[str, dict[str, str]] = {
         "osd_objectstore": "bluestore",
         "bluestore_block_create": "true",
         # A separate, small DB device: with 128 MiB, BLUEFS_SPILLOVER is reported on every
-        # OSD right after start (FIELD-NOTES), a real signal to test against. The file
-        # must not be called block.db inside the OSD dir (BlueStore makes that a symlink).
+        # OSD right after start on Pacific (not on Reef or Tentacle; docs/testing.md), a real
+        # signal to test against. The file must not be called block.db inside the OSD dir
+        # (BlueStore makes that a symlink).
         "bluestore_block_db_path": "/var/lib/ceph/osd/$cluster-$id/db.img",
         "bluestore_block_db_create": "true",
         "osd_memory_target": str(1 << 30),

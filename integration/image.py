@@ -1,6 +1,6 @@
 """The Ceph image for the tests: built locally, cached under a tag derived from the recipe.
 
-No container registry can be reached here (FIELD-NOTES), so the image is made from Debian
+No container registry can be reached here (docs/testing.md), so the image is made from Debian
 bookworm's own packages (Pacific 16.2.15, the same release the host's clients come from):
 ``debootstrap --variant=minbase``, then ``apt-get install`` inside the chroot (installing
 through debootstrap's ``--include`` leaves the Ceph packages unconfigured), then
