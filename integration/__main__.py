@@ -22,15 +22,27 @@ from integration.errors import HarnessError
 
 def _up(args: argparse.Namespace) -> int:
     stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        # While booting, end the boot (start() tears down what it made); once up, end the wait.
+        if not booted.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    booted = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     cluster = ContainerCluster()
-    try:
-        info = cluster.start()
-    except HarnessError as exc:
-        print(f"integration: {exc}", file=sys.stderr)
-        return 3
-    try:
+    try:  # stop() is safe to repeat: start() already stops what it made if it fails
+        try:
+            info = cluster.start()
+        except HarnessError as exc:
+            print(f"integration: {exc}", file=sys.stderr)
+            return 3
+        except KeyboardInterrupt:
+            print("integration: interrupted while booting; nothing left running", file=sys.stderr)
+            return 130
+        booted.set()
         env = {
             "RGWKEEPER_TEST_CEPH_CONF": str(info.conf),
             "RGWKEEPER_TEST_KEYRING": str(info.keyring),

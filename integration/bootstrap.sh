@@ -27,15 +27,25 @@ rm -rf /etc/ceph && ln -sfn "$C" /etc/ceph
 rm -rf /var/lib/ceph && ln -sfn "$C/data" /var/lib/ceph
 mkdir -p /var/lib/ceph/mon /var/lib/ceph/mgr /var/lib/ceph/osd /var/lib/ceph/radosgw /var/run/ceph
 
+# A new Tentacle cluster allows only aes256k cephx keys, which the host's Pacific clients can
+# neither parse nor use (docs/testing.md, "Tentacle"). As on a cluster upgraded from an older
+# release, the monmap also allows aes, and client.admin gets an aes key; the daemons keep
+# Tentacle's default. Releases without key types have neither option.
+admin_key_type=(); monmap_ciphers=()
+monmaptool_help=$(monmaptool --help 2>&1 || true)   # not a pipe: pipefail and an early grep exit
+if [[ "$monmaptool_help" == *--auth-allowed-ciphers* ]]; then
+  admin_key_type=(--key-type aes); monmap_ciphers=(--auth-allowed-ciphers aes256k,aes)
+fi
+
 step "mon keyrings"
 ceph-authtool --create-keyring /tmp/mon.keyring --gen-key -n mon. --cap mon 'allow *' >/dev/null
-ceph-authtool --create-keyring "$C/ceph.client.admin.keyring" --gen-key -n client.admin \
+ceph-authtool --create-keyring "$C/ceph.client.admin.keyring" --gen-key -n client.admin "${admin_key_type[@]}" \
   --cap mon 'allow *' --cap osd 'allow *' --cap mds 'allow *' --cap mgr 'allow *' >/dev/null
 chmod 600 "$C/ceph.client.admin.keyring"
 ceph-authtool /tmp/mon.keyring --import-keyring "$C/ceph.client.admin.keyring" >/dev/null
 
 step "mon mkfs"
-monmaptool --create --fsid "$FSID" --addv a "[v2:127.0.0.1:$MON_PORT]" /tmp/monmap >/dev/null
+monmaptool --create --fsid "$FSID" --addv a "[v2:127.0.0.1:$MON_PORT]" "${monmap_ciphers[@]}" /tmp/monmap >/dev/null
 ceph-mon --mkfs -i a --monmap /tmp/monmap --keyring /tmp/mon.keyring
 step "mon start"
 ceph-mon -i a

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -79,8 +80,9 @@ BASE_OPTIONS: dict[str, dict[str, str]] = {
         "osd_objectstore": "bluestore",
         "bluestore_block_create": "true",
         # A separate, small DB device: with 128 MiB, BLUEFS_SPILLOVER is reported on every
-        # OSD right after start (FIELD-NOTES), a real signal to test against. The file
-        # must not be called block.db inside the OSD dir (BlueStore makes that a symlink).
+        # OSD right after start on Pacific (not on Reef or Tentacle; docs/testing.md), a real
+        # signal to test against. The file must not be called block.db inside the OSD dir
+        # (BlueStore makes that a symlink).
         "bluestore_block_db_path": "/var/lib/ceph/osd/$cluster-$id/db.img",
         "bluestore_block_db_create": "true",
         "osd_memory_target": str(1 << 30),
@@ -109,7 +111,8 @@ class ClusterOptions:
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: Make bootstrap.sh fail at this step (tests of the harness's own failure handling).
     fail_at_step: str = ""
-    #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef).
+    #: The Debian suite whose Ceph packages the image holds (bookworm: Pacific; trixie: Reef;
+    #: sid: Tentacle).
     suite: str = field(default_factory=lambda: image_mod.SUITE)
 
     @property
@@ -160,9 +163,18 @@ class ClusterInfo:
                 "--connect-timeout", "20", "--format", "json", *args]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            stderr = _redact_keys(proc.stderr.strip()[-500:])
+            raise RuntimeError(f"{' '.join(args)}: exit {proc.returncode}: {stderr}")
         out = proc.stdout.strip()
         return json.loads(out) if out else None
+
+
+# A client that cannot parse its keyring prints the key: "... type=key val=AQ...==: Malformed input".
+_KEY_TEXT = re.compile(r"(\bval=|\bkey\s*=\s*)[A-Za-z0-9+/=]{16,}")
+
+
+def _redact_keys(text: str) -> str:
+    return _KEY_TEXT.sub(r"\1<redacted>", text)
 
 
 def restart_rgw(info: ClusterInfo, *, down_s: float = 3.0, timeout: float = 120.0) -> None:

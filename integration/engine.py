@@ -1,6 +1,6 @@
 """Find a Docker engine, or start one of our own and stop it by PID afterwards.
 
-No engine runs by default on the machines this project is tested on (FIELD-NOTES), and no
+No engine runs by default on the machines this project is tested on (docs/testing.md), and no
 registry can be reached. When nothing answers, we start ``dockerd`` with its own data root,
 exec root, socket and pid file, the flags measured to work here:
 ``--iptables=false --ip6tables=false --bridge=none`` (containers use host networking).

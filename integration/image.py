@@ -1,6 +1,6 @@
 """The Ceph image for the tests: built locally, cached under a tag derived from the recipe.
 
-No container registry can be reached here (FIELD-NOTES), so the image is made from Debian
+No container registry can be reached here (docs/testing.md), so the image is made from Debian
 bookworm's own packages (Pacific 16.2.15, the same release the host's clients come from):
 ``debootstrap --variant=minbase``, then ``apt-get install`` inside the chroot (installing
 through debootstrap's ``--include`` leaves the Ceph packages unconfigured), then
@@ -9,6 +9,8 @@ import, ~660 MB.
 
 ``RGWKEEPER_TEST_DEBIAN_SUITE=trixie`` (or ``ClusterOptions(suite="trixie")``) builds the same
 recipe from trixie: Reef 18.2.7 when measured (about 65 s to build here, 33 s to boot).
+``sid`` builds Tentacle 20.2.4 (about 145 s to build here, 718 MB, 35-37 s to boot), with the
+three extra steps of a rolling suite (ROLLING_SUITES).
 
 ``RGWKEEPER_CEPH_IMAGE`` names another image instead (for example an upstream
 ``quay.io/ceph/ceph`` tag where a registry is reachable); it is pulled if absent.
@@ -28,8 +30,9 @@ import docker.errors
 
 from integration.errors import HarnessError
 
-# The host's clients come from bookworm (Pacific 16.2.15). trixie's packages are Reef 18.2:
-# the release-dependent paths (single-bucket lc process, tracker 53430) run against it.
+# The host's clients come from bookworm (Pacific 16.2.15). trixie's packages are Reef 18.2 and
+# sid's Tentacle 20.2: the release-dependent paths (single-bucket lc process, tracker 53430)
+# run against them.
 HOST_SUITE = "bookworm"
 SUITE = os.environ.get("RGWKEEPER_TEST_DEBIAN_SUITE", HOST_SUITE)
 MIRROR = os.environ.get("RGWKEEPER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -45,14 +48,38 @@ PACKAGES = (
 # Bump when the build steps change in a way the package list does not show.
 RECIPE_REVISION = "1"
 REPOSITORY = "rgwkeeper-ceph"
+# A rolling suite has no -updates or -security suite, and the mirror's sid Release file is
+# past its Valid-Until (measured 2026-11-23; apt refuses it as expired). debootstrap checks
+# the signature only, not Valid-Until.
+ROLLING_SUITES = frozenset({"sid"})
+APT_NO_VALID_UNTIL = ("-o", "Acquire::Check-Valid-Until=false")
+# sid's cryptsetup-bin (a ceph-volume dependency) fails its postinst without /proc
+# (systemd-tmpfiles), leaving ceph-osd unconfigured: its chroot gets /proc while apt runs.
+MOUNT_PROC = "mount proc on /proc for apt"
 
 DEBOOTSTRAP_TIMEOUT_S = 900
 APT_TIMEOUT_S = 1500
 IMPORT_TIMEOUT_S = 600
 
 
+def _apt_options(suite: str) -> tuple[str, ...]:
+    return APT_NO_VALID_UNTIL if suite in ROLLING_SUITES else ()
+
+
+def _sources(suite: str) -> str:
+    if suite in ROLLING_SUITES:
+        return f"deb {MIRROR} {suite} main\n"
+    # Security and updates too: a bookworm image runs the same build as the host's
+    # ceph/radosgw-admin clients.
+    return (f"deb {MIRROR} {suite} main\n"
+            f"deb {MIRROR} {suite}-updates main\n"
+            f"deb {MIRROR.replace('/debian', '/debian-security')} {suite}-security main\n")
+
+
 def recipe_tag(suite: str = SUITE) -> str:
-    recipe = "\n".join([RECIPE_REVISION, suite, MIRROR, *PACKAGES])
+    # A rolling suite's own steps join the recipe; the others' tags stay what they were.
+    quirks = [_sources(suite), *_apt_options(suite), MOUNT_PROC] if suite in ROLLING_SUITES else []
+    recipe = "\n".join([RECIPE_REVISION, suite, MIRROR, *PACKAGES, *quirks])
     return f"{REPOSITORY}:{suite}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
 
 
@@ -110,36 +137,45 @@ def build_image(client: docker.DockerClient, cache_dir: Path, tag: str, suite: s
     for stale in build_dir.glob("root-*"):
         pid = stale.name.removeprefix("root-")
         if pid.isdigit() and (int(pid) == os.getpid() or not Path(f"/proc/{pid}").exists()):
-            shutil.rmtree(stale, ignore_errors=True)
+            if _unmount_proc(stale):
+                shutil.rmtree(stale, ignore_errors=True)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
     try:
         _run("debootstrap", ["debootstrap", "--variant=minbase", suite, str(root), MIRROR],
              log, DEBOOTSTRAP_TIMEOUT_S, env)
-        # Security and updates too: a bookworm image runs the same build as the host's
-        # ceph/radosgw-admin clients.
-        sources = root / "etc/apt/sources.list"
-        sources.write_text(
-            f"deb {MIRROR} {suite} main\n"
-            f"deb {MIRROR} {suite}-updates main\n"
-            f"deb {MIRROR.replace('/debian', '/debian-security')} {suite}-security main\n"
-        )
+        (root / "etc/apt/sources.list").write_text(_sources(suite))
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
         # Keep package scripts from trying to start services inside the chroot.
         rc = root / "usr/sbin/policy-rc.d"
         rc.write_text("#!/bin/sh\nexit 101\n")
         rc.chmod(0o755)
-        _run("apt-get update", ["chroot", str(root), "apt-get", "update", "-qq"], log, APT_TIMEOUT_S, env)
+        if suite in ROLLING_SUITES:
+            _run("mount /proc", ["mount", "-t", "proc", "proc", str(root / "proc")], log, 30, env)
+        apt = ["chroot", str(root), "apt-get", *_apt_options(suite)]
+        _run("apt-get update", [*apt, "update", "-qq"], log, APT_TIMEOUT_S, env)
         _run(
             "apt-get install",
-            ["chroot", str(root), "apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+            [*apt, "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
             log, APT_TIMEOUT_S, env,
         )
         _run("apt-get clean", ["chroot", str(root), "apt-get", "clean"], log, 120, env)
+        if not _unmount_proc(root):
+            raise HarnessError("image build (umount /proc)", f"{root / 'proc'} is still mounted", log)
         shutil.rmtree(root / "var/lib/apt/lists", ignore_errors=True)
         (root / "etc/resolv.conf").unlink(missing_ok=True)
         _import(client, root, tag, log)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        # Never delete through a mounted /proc; a root left mounted is swept by a later build.
+        if _unmount_proc(root):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _unmount_proc(root: Path) -> bool:
+    """Unmount the build root's /proc if mounted; True once nothing is mounted there."""
+    proc = root / "proc"
+    if os.path.ismount(proc):
+        subprocess.run(["umount", "--lazy", str(proc)], capture_output=True, timeout=60, check=False)  # noqa: S603,S607
+    return not os.path.ismount(proc)
 
 
 def _import(client: docker.DockerClient, root: Path, tag: str, log: Path) -> None:

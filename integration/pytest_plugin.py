@@ -69,6 +69,14 @@ def booted_cluster(options: ClusterOptions, what: str, *, fatal: bool = True) ->
         signal.signal(signal.SIGTERM, previous)
 
 
+def release_cluster(suite: str, release: str) -> Iterator[ClusterInfo]:
+    """A module's own cluster of another release (e.g. ``"trixie", "Reef"``), booted beside the
+    session's; skipped, and so reported, when the suite runs against an operator's cluster."""
+    if os.environ.get("RGWKEEPER_TEST_CEPH_CONF"):
+        pytest.skip(f"the {release} tests boot their own cluster; RGWKEEPER_TEST_CEPH_CONF names an external one")
+    yield from booted_cluster(ClusterOptions(suite=suite), f"{release} cluster", fatal=False)
+
+
 @pytest.fixture
 def cluster_access(ceph_cluster: ClusterInfo) -> Any:
     from rgwkeeper.access import ClusterAccess

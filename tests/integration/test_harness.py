@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
 
 from integration import engine as engine_mod
-from integration.cluster import CACHE_DIR, LABEL, ClusterOptions, ContainerCluster
+from integration.cluster import CACHE_DIR, LABEL, ClusterInfo, ClusterOptions, ContainerCluster
 from integration.errors import HarnessError
 
 
@@ -76,3 +77,20 @@ def test_a_failed_bootstrap_names_the_step_and_log_and_leaves_nothing(ceph_clust
     assert not (cluster.run_dir / "cluster" / "data").exists()
     remaining = {p.name for p in (cluster.run_dir / "cluster").iterdir()}
     assert remaining == {"log"}
+
+
+def test_a_ceph_error_that_prints_the_key_does_not_carry_it(tmp_path, monkeypatch):
+    """A Pacific client given a Tentacle keyring prints the key in its error (docs/testing.md,
+    "Tentacle"); the harness's error text must not. Needs no cluster: a stand-in `ceph`."""
+    key = "AgC+jgRrKpALNCAAg97ZbWT5nXsFlyUSXxo+kZupnLz+E3Tm+XUq594GlB4="
+    fake = tmp_path / "bin" / "ceph"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho \"auth: error parsing file k: error setting modifier for [client.admin] "
+                    f"type=key val={key}: Malformed input\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    info = ClusterInfo(conf=tmp_path / "ceph.conf", keyring=tmp_path / "k", rgw_endpoint="http://127.0.0.1:9",
+                       credentials_file=tmp_path / "creds", external=True)
+    with pytest.raises(RuntimeError) as exc:
+        info.ceph("osd", "stat")
+    assert "Malformed input" in str(exc.value) and key not in str(exc.value) and key[:16] not in str(exc.value)

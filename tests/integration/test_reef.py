@@ -17,14 +17,13 @@ cluster (RGWKEEPER_TEST_CEPH_CONF) this module is skipped, and so reported.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from typing import Iterator
 
 import pytest
 
-from integration.cluster import ClusterInfo, ClusterOptions
-from integration.pytest_plugin import booted_cluster
+from integration.cluster import ClusterInfo
+from integration.pytest_plugin import release_cluster
 from tests.integration.test_purge import bucket_stats, cli, fill
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Reef
     test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back,
@@ -39,9 +38,7 @@ from tests.integration.test_purge import (  # noqa: F401 - collected again, on R
 @pytest.fixture(scope="module")
 def ceph_cluster() -> Iterator[ClusterInfo]:
     """This module's cluster: Reef, booted beside the session's Pacific one."""
-    if os.environ.get("RGWKEEPER_TEST_CEPH_CONF"):
-        pytest.skip("the Reef tests boot their own cluster; RGWKEEPER_TEST_CEPH_CONF names an external one")
-    yield from booted_cluster(ClusterOptions(suite="trixie"), "Reef cluster", fatal=False)
+    yield from release_cluster("trixie", "Reef")
 
 
 def test_the_cluster_and_its_radosgw_admin_are_reef(ceph_cluster):
