@@ -21,7 +21,7 @@ import structlog
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, RemoveConfig, ReshardBucket, RestoreAll, RunExpire,
                                SetConfig, SetFlag, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, subprocess_runner
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, RgwkeeperError
 from rgwkeeper.journal import Journal, Override
@@ -53,6 +53,17 @@ def same_value(a: str | None, b: str | None) -> bool:
         return float(a) == float(b)
     except ValueError:
         return a.strip().lower() == b.strip().lower()
+
+
+def expire_outcome(stdout: str) -> dict[str, bool]:
+    """Bucket -> ok from ``rgwkeeper expire --json`` output (empty if it printed none)."""
+    try:
+        doc = extract_json(stdout)
+    except ValueError:
+        return {}
+    if not isinstance(doc, list):
+        return {}
+    return {str(d.get("bucket")): bool(d.get("ok")) for d in doc if isinstance(d, dict)}
 
 
 class Executor:
@@ -239,8 +250,20 @@ class Executor:
         except CephError as exc:
             return ActionResult(a.command(), False, str(exc))
         tail = (done.stderr.strip().splitlines() or [""])[-1][:300]
-        log.info("expiry run", command=a.command(), exit=done.returncode, reason=a.reason)
-        return ActionResult(a.command(), done.returncode == 0, f"exit {done.returncode}" + (f": {tail}" if tail else ""))
+        per_bucket = expire_outcome(done.stdout)
+        failed = [b for b, ok in per_bucket.items() if not ok]
+        ok = done.returncode == 0 and not failed
+        if failed:
+            # Some buckets expired and some did not: say which, so a partial run is not read
+            # as either "done" or "nothing happened".
+            detail = (f"partial: {len(failed)} of {len(per_bucket)} buckets failed ({', '.join(failed)}); "
+                      f"exit {done.returncode}" + (f": {tail}" if tail else ""))
+        else:
+            detail = f"exit {done.returncode}" + (f": {tail}" if tail else "")
+        (log.info if ok else log.warning)("expiry run", command=a.command(), exit=done.returncode, reason=a.reason,
+                                          buckets=len(per_bucket), failed_buckets=failed)
+        return ActionResult(a.command(), ok, detail,
+                            data={"expire_buckets": len(per_bucket), "expire_failed": failed} if per_bucket else {})
 
     async def restore(self, *, holder: str | None = None, dry_run: bool = False) -> list[ActionResult]:
         """Give back every journaled override (of ``holder`` only, if given), verified."""

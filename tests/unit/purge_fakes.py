@@ -85,6 +85,9 @@ class World:
         self.quota: dict[str, Any] = copy.deepcopy(self.stats["bucket_quota"])
         self.lifecycle: list[dict[str, Any]] = []
         self.user_buckets = list(fx["user_buckets"])
+        # `bucket list` of every bucket: names RGW holds besides this one (absent from the world:
+        # their stats answer NoSuchBucket, as for a bucket deleted since the listing).
+        self.all_buckets = [self.bucket]
         self.log: list[str] = []
         self.user_synced_at = "2020-01-01T00:00:00.000000Z"
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
@@ -238,6 +241,8 @@ class FakeRunner:
                 return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
             case ["bucket", "list", "--uid", uid] if uid == w.owner:
                 return ok(w.user_buckets)
+            case ["bucket", "list"]:
+                return ok(w.all_buckets)
             case ["bucket", "rm", "--bucket", b, "--purge-objects", *rest] if b == w.bucket:
                 if not w.exists:
                     return missing("bucket_rm_missing")  # exits 0: what Ceph's own test expects

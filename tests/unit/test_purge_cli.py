@@ -14,6 +14,7 @@ from rgwkeeper import logs
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.main import cli
+from rgwkeeper.errors import CephError
 from tests.unit.purge_fakes import World, purge_io
 
 
@@ -275,3 +276,56 @@ def test_expire_says_which_bucket_lc_never_reached(env, capsys):
     assert err.endswith("\nrgwkeeper: error: expire: 1 bucket(s) failed a check (see above): capture-mixed "
                         "(lc process)\n")  # after a warning per skipped run
     assert "gc process" not in " ".join(world.log)  # nothing after a run that never happened
+
+
+def _config_rules(flags, *rules):
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text() + "".join(f"[[purge.lifecycle_rules]]\n{r}\n" for r in rules))
+
+
+def test_expire_of_every_bucket_goes_on_past_one_that_fails_and_reports_each(env, capsys):
+    world, flags, _ = env
+    _config_rules(flags, 'bucket = "*"\nprefix = "plain/"\ndays = 2')
+    _age(world, "plain/0", 10)
+    # An old bucket whose name rgwkeeper refuses (uppercase, '_'), and one deleted since the listing;
+    # both sort before the bucket that can be expired.
+    world.all_buckets = ["Legacy_Upper", "aa-gone", world.bucket]
+    assert run_cli(cli, ["expire", *flags, "--dry-run", "--json"]) == 1
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert [(d["bucket"], d.get("ok", True)) for d in doc] == [
+        ("capture-mixed", True), ("Legacy_Upper", False), ("aa-gone", False)]
+    assert not any(line.startswith("S3 Put") for line in world.log)
+    assert run_cli(cli, ["expire", *flags, "--yes", "--json"]) == 1
+    out, err = capsys.readouterr()
+    doc = {d["bucket"]: d for d in json.loads(out)}
+    assert doc["capture-mixed"]["ok"] and "plain/0" not in world.index  # the good bucket was expired
+    assert doc["Legacy_Upper"] == {"bucket": "Legacy_Upper", "ok": False, "stage": "plan",
+                                   "error": doc["Legacy_Upper"]["error"]}
+    assert "not valid" in doc["Legacy_Upper"]["error"] and "does not exist" in doc["aa-gone"]["error"]
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("rgwkeeper: Legacy_Upper: not expired (plan failed): ")
+    assert lines[1].startswith("rgwkeeper: aa-gone: not expired (plan failed): ")
+    assert lines[-1] == ("rgwkeeper: error: expire: 2 bucket(s) not expired (see above): Legacy_Upper (plan), "
+                         "aa-gone (plan)")
+    assert "Traceback" not in err
+
+
+def test_expire_of_every_bucket_reports_a_bucket_whose_step_failed(env, capsys, monkeypatch):
+    world, flags, _ = env
+    _config_rules(flags, 'bucket = "capture-*"\ndays = 2')
+    from tests.unit.purge_fakes import FakeS3
+
+    def refuse(self, bucket, rules):
+        raise CephError(f"PutBucketLifecycleConfiguration {bucket}", "InternalError")
+
+    monkeypatch.setattr(FakeS3, "put_lifecycle", refuse)
+    assert run_cli(cli, ["expire", *flags, "--yes"]) == 1
+    out, err = capsys.readouterr()
+    assert "rgwkeeper: capture-mixed: not expired (apply failed): PutBucketLifecycleConfiguration capture-mixed: " \
+           "InternalError" in err
+    assert err.endswith("rgwkeeper: error: expire: 1 bucket(s) not expired (see above): capture-mixed (apply)\n")
+    # A bucket named on the command line fails as before: its error is the command's.
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--yes"]) == 1
+    assert capsys.readouterr().err == ("rgwkeeper: error: PutBucketLifecycleConfiguration capture-mixed: "
+                                       "InternalError\n")
