@@ -144,6 +144,7 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
         lines = [f"About to purge {p.bucket} ({request.describe()}) with method {plan.method}:",
                  f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
                  f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
+        lines += [f"  {n}" for n in plan.notes()]  # the clock, what the prefix reaches, the size rule
         if prepared.resuming:
             lines.append(f"  resuming an interrupted purge at step {prepared.state.step + 1}")  # type: ignore[union-attr]
         if capped:
@@ -157,16 +158,17 @@ def purge(bucket: str, prefix: str | None, older_than: str | None, larger_than: 
             report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update)
     finally:
         purge_api.close_io(io)
-    _report(report, as_json)
+    _report(report, as_json, plan)
     if not report.ok:
         failed = [c for c in report.checks if c.status == "failed"]
         raise PurgeFailed(f"purge {bucket}", "the end state is not clean: " +
                           "; ".join(f"{c.name}: {c.detail}" for c in failed))
 
 
-def _report(report: PurgeReport, as_json: bool) -> None:
+def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
     if as_json:
-        emit_json(report.to_dict())
+        scope = plan.to_dict()
+        emit_json({**report.to_dict(), "clock": scope["clock"], "prefix_scope": scope["prefix_scope"]})
         return
     c = report.counters
     deleted = c.get("objects_deleted", 0)

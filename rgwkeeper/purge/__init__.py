@@ -33,6 +33,7 @@ from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
+from rgwkeeper.purge.scope import PrefixScope, RgwClock, read_prefix_scope, read_rgw_clock
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -128,10 +129,24 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
+    clock, scope = await _observe_filters(request, io)
+    if now is None:
+        # Ages are measured on the clock that stamped LastModified: RGW's (purge.scope).
+        now = clock.rgw_s if clock is not None else time.time()
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
-               now=time.time() if now is None else now)
+                now=now, clock=clock, prefix_scope=scope)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored)
+
+
+async def _observe_filters(request: PurgeRequest, io: PurgeIO) -> tuple[RgwClock | None, PrefixScope | None]:
+    """RGW's clock for an age filter, and what a prefix reaches (read-only, one request each)."""
+    clock = scope = None
+    if request.older_than_s is not None:
+        clock = await read_rgw_clock(io.s3, request.bucket)
+    if request.prefix:
+        scope = await read_prefix_scope(io.s3, request.bucket, request.prefix)
+    return clock, scope
 
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:

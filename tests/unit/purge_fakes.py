@@ -106,6 +106,7 @@ class World:
         self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
         self.retag_on_tagging: dict[str, dict[str, str]] = {}  # key -> tags set between two GetObjectTagging
         self.versions = copy.deepcopy(fx["versions"])
+        self.rgw_clock_offset_s = 0.0  # RGW's clock minus this host's (its Date header shows it)
 
     def as_release(self, name: str, version: str) -> "World":
         """The same cluster reporting another release (``versions``), e.g. to exercise code paths
@@ -315,6 +316,29 @@ class FakeS3:
             if len(keys) <= n:
                 return
             after = page[-1]["Key"]
+
+    def list_delimited(self, bucket: str, prefix: str, delimiter: str = "/",
+                       max_keys: int = 1000) -> tuple[list[str], list[str], bool]:
+        self._bucket(bucket, "ListObjectsV2")
+        self._up("ListObjectsV2")
+        self.w.log.append(f"S3 ListObjectsV2 prefix={prefix!r} delimiter={delimiter!r}")
+        keys, common = [], []
+        for k in sorted(self.w.index):  # S3: a common prefix ends at the first delimiter after the prefix
+            if not k.startswith(prefix):
+                continue
+            cut = k.find(delimiter, len(prefix))
+            if cut < 0:
+                keys.append(k)
+            elif k[:cut + 1] not in common:
+                common.append(k[:cut + 1])
+        return keys[:max_keys], common[:max_keys], len(keys) + len(common) > max_keys
+
+    def rgw_date(self, bucket: str) -> float:
+        """A HeadBucket's Date header: RGW's clock, whole seconds (HTTP dates have no fraction)."""
+        self._bucket(bucket, "HeadBucket")
+        self._up("HeadBucket")
+        self.w.log.append("S3 HeadBucket (Date)")
+        return float(int(time.time() + self.w.rgw_clock_offset_s))
 
     def iter_keys(self, bucket: str, prefix: str | None = None, page_size: int = 1000) -> Iterator[dict[str, Any]]:
         for page in self.iter_pages(bucket, prefix):

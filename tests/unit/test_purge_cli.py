@@ -329,3 +329,68 @@ def test_expire_of_every_bucket_reports_a_bucket_whose_step_failed(env, capsys, 
     assert run_cli(cli, ["expire", *flags, "capture-mixed", "--yes"]) == 1
     assert capsys.readouterr().err == ("rgwkeeper: error: PutBucketLifecycleConfiguration capture-mixed: "
                                        "InternalError\n")
+
+
+def test_a_size_filter_on_a_versioned_bucket_is_refused_before_any_change(env, capsys):
+    world, flags, _ = env
+    world.instance["data"]["bucket_info"]["flags"] |= 0x2  # BUCKET_VERSIONED
+    for extra in (["--yes"], ["--dry-run"]):
+        assert run_cli(cli, ["purge", *flags, "capture-mixed", "--larger-than", "4K", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "versioning enabled" in err and "older version again" in err
+    assert not any(line.startswith(("S3 Delete", "S3 Put", "admin API quota", "rados rm")) for line in world.log)
+    assert "plain/1" in world.index
+
+
+def _add_key(world, key, *, hours_ago=0.0):
+    """A head-only object written ``hours_ago`` on this host's clock."""
+    from rgwkeeper.purge.layout import head_oid
+
+    world.index[key] = {"Key": key, "Size": 100, "ETag": '"0123456789abcdef0123456789abcdef"',
+                        "LastModified": datetime.datetime.now(datetime.timezone.utc)
+                        - datetime.timedelta(hours=hours_ago), "StorageClass": "STANDARD"}
+    world.pools["default.rgw.buckets.data"][head_oid(world.marker, key)[0]] = {"size": 100, "locator": "", "refs": 0}
+
+
+def test_dry_run_and_confirmation_show_every_name_a_prefix_reaches(env, capsys, monkeypatch):
+    world, flags, _ = env
+    _add_key(world, "plain2/x")
+    _add_key(world, "plain.old")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "prefix 'plain' matches keys under: 'plain.old', 'plain/', 'plain2/'" in out
+    assert "WARNING: prefix 'plain' does not end a path segment" in out and "(e.g. 'plain/')" in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain", "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prefix_scope"] == {"prefix": "plain", "continuations": [".old", "/", "2/"], "complete": True,
+                                   "ambiguous": True}
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain/", "--dry-run"]) == 0
+    assert "WARNING" not in capsys.readouterr().out
+    # On a terminal the confirmation shows it before asking.
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("rgwkeeper.cli.purge.click.prompt", lambda *a, **k: "no")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain"]) == 2
+    err = capsys.readouterr().err
+    assert "WARNING: prefix 'plain' does not end a path segment" in err and "not confirmed" in err
+    assert {"plain2/x", "plain.old", "plain/0"} <= set(world.index)
+    assert not any(line.startswith(("S3 Delete", "S3 HeadObject")) for line in world.log)
+
+
+def test_age_is_measured_on_rgws_clock_not_this_hosts(env, capsys, monkeypatch):
+    world, flags, _ = env
+    world.rgw_clock_offset_s = -7200.0  # RGW's clock is two hours behind this host's
+    _add_key(world, "logs/recent", hours_ago=3)  # stamped by RGW one hour ago (its clock)
+    _add_key(world, "logs/old", hours_ago=5)  # three hours ago on RGW's clock
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "on RGW's clock (its Date header read " in out and "s ahead of RGW's and is not used" in out
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("rgwkeeper.cli.purge.click.prompt", lambda *a, **k: "no")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h"]) == 2
+    assert "on RGW's clock" in capsys.readouterr().err
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: False)
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h", "--yes",
+                         "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["clock"]["source"] == "rgw" and 7199 < doc["clock"]["skew_s"] <= 7201
+    assert "logs/recent" in world.index and "logs/old" not in world.index

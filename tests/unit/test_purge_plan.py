@@ -319,3 +319,56 @@ def test_direct_only_on_releases_whose_layout_was_checked_on_a_real_cluster(rele
     assert p.method == method
     if method == "s3":
         assert "verified on pacific, reef only" in dict(p.rejected)["direct"]
+
+
+# -- what a filter reaches ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("versioning", ["enabled", "suspended"])
+@pytest.mark.parametrize("method, size", [("auto", {"larger_than": 1024}), ("s3", {"smaller_than": 1 << 20}),
+                                          ("lifecycle", {"larger_than": 1024})])
+def test_a_size_filter_is_refused_on_a_versioned_bucket(versioning, method, size):
+    # A size filter picks versions one by one: the large current version would go and an older
+    # small one would be served again.
+    profile = mixed(versioning=versioning, release="reef")
+    with pytest.raises(UsageError, match=f"versioning {versioning}.*older version again.*nothing was changed"):
+        plan(profile, PurgeRequest("capture-mixed", prefix="plain/", method=method, **size), now=NOW)
+    # Age and prefix take whole keys' histories in time order: still allowed.
+    assert plan(profile, PurgeRequest("capture-mixed", prefix="plain/", older_than_s=3600), now=NOW).method == "s3"
+
+
+def test_a_size_filter_on_an_unversioned_bucket_says_how_it_applies():
+    p = plan(mixed(), PurgeRequest("capture-mixed", larger_than=1024), now=NOW)
+    assert "size: object by object (versioning off" in "\n".join(p.show())
+
+
+def test_prefix_continuations_and_when_they_are_a_surprise():
+    from rgwkeeper.purge.scope import prefix_scope
+
+    s = prefix_scope("logs", keys=["logs", "logs.old"], common_prefixes=["logs/", "logs2/"], truncated=False)
+    assert s.continuations == ("", ".old", "/", "2/") and s.ambiguous
+    text = "\n".join(s.describe())
+    assert "'logs' (the key itself), 'logs.old', 'logs/', 'logs2/'" in text
+    assert "WARNING: prefix 'logs' does not end a path segment" in text and "(e.g. 'logs/')" in text
+    assert not prefix_scope("logs", [], ["logs/"], False).ambiguous  # one name: what was meant
+    assert not prefix_scope("logs/", ["logs/a"], ["logs/b/", "logs/c/"], False).ambiguous
+    assert not prefix_scope("2026-", [], ["2026-01/", "2026-02/"], False).ambiguous
+    many = prefix_scope("x", [f"x{i:04d}" for i in range(10)], [], truncated=True)
+    assert "and 5 more (first 1,000 listed)" in many.describe()[0] and "all 10+ of these" in many.describe()[1]
+
+
+def test_the_age_cutoff_and_what_the_prefix_reaches_travel_with_the_plan():
+    from rgwkeeper.purge.scope import PrefixScope, RgwClock
+
+    clock = RgwClock(rgw_s=NOW, local_s=NOW + 7200.4)
+    scope = PrefixScope("plain", ("/", "2/"), complete=True)
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain", older_than_s=3600), now=clock.rgw_s,
+             clock=clock, prefix_scope=scope)
+    assert p.cutoff_s == NOW - 3600
+    text = "\n".join(p.show())
+    assert "age: objects last modified before 2027-01-15T07:00:00Z, on RGW's clock (its Date header read " \
+           "2027-01-15T08:00:00Z; this host's clock is 7,200 s ahead of RGW's and is not used)" in text
+    assert "WARNING: prefix 'plain' does not end a path segment" in text
+    doc = json.loads(json.dumps(p.to_dict()))
+    assert doc["clock"]["source"] == "rgw" and doc["clock"]["skew_s"] == 7200.4
+    assert doc["prefix_scope"] == {"prefix": "plain", "continuations": ["/", "2/"], "complete": True, "ambiguous": True}
+    assert Plan.from_dict(doc) == p
