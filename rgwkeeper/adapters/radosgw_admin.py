@@ -45,6 +45,12 @@ async def subprocess_runner(argv: Sequence[str], timeout: float) -> CompletedRun
         proc.kill()
         await proc.wait()
         raise CephTimeout(" ".join(argv[:6]), f"no answer within {timeout:.0f} s (killed)") from None
+    except asyncio.CancelledError:
+        # The caller stopped (SIGTERM, Ctrl-C): a child left running would go on changing the
+        # cluster (an lc process expiring under a rule being taken off) after we are gone.
+        proc.kill()
+        await asyncio.shield(proc.wait())
+        raise
     return CompletedRun(tuple(argv), proc.returncode or 0, out.decode(errors="replace"),
                         err.decode(errors="replace"), time.monotonic() - t0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
 import sys
 import time
 from pathlib import Path
@@ -76,8 +77,33 @@ def _check_rate(ctx: click.Context, param: click.Parameter, value: float | None)
     return value
 
 
+class Terminated(RgwkeeperError):
+    """SIGTERM stopped the command after its cleanup ran."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return asyncio.run(fn(*args, **kwargs))
+    """``asyncio.run``, with SIGTERM cancelling the work as Ctrl-C does: a purge then saves its
+    checkpoint and puts back what it must (a lifecycle purge's rule) before the process ends,
+    instead of dying where it stood."""
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        terminated: list[bool] = []
+        loop.add_signal_handler(signal.SIGTERM, lambda: (terminated.append(True), task.cancel()))
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError:
+            if terminated:
+                raise Terminated("terminated (SIGTERM); run the same command again to resume from its "
+                                 "checkpoint") from None
+            raise
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    return asyncio.run(main())
 
 
 @click.command()

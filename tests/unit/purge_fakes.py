@@ -107,6 +107,12 @@ class World:
         self.retag_on_tagging: dict[str, dict[str, str]] = {}  # key -> tags set between two GetObjectTagging
         self.versions = copy.deepcopy(fx["versions"])
         self.rgw_clock_offset_s = 0.0  # RGW's clock minus this host's (its Date header shows it)
+        # Faults: what the next calls of an S3 method raise (None: that call goes through), what
+        # lc process raises (its runner's timeout, an interrupt), and an event lc process waits on
+        # (so a test can cancel the purge while it runs).
+        self.s3_faults: dict[str, list[BaseException | None]] = {}
+        self.lc_fault: BaseException | None = None
+        self.lc_block: Any = None
 
     def as_release(self, name: str, version: str) -> "World":
         """The same cluster reporting another release (``versions``), e.g. to exercise code paths
@@ -260,6 +266,11 @@ class FakeRunner:
                 FakeS3(w).delete_bucket(b)
                 return ok()
             case ["lc", "process", "--bucket", b] if b == w.bucket:
+                if w.lc_block is not None:
+                    await w.lc_block.wait()
+                if w.lc_fault is not None:
+                    fault, w.lc_fault = w.lc_fault, None
+                    raise fault
                 if w.release == "pacific":
                     # 16.2.15 ignores --bucket and runs the first bucket of each lifecycle shard
                     # (measured); this world's bucket is not one of them.
@@ -409,17 +420,27 @@ class FakeS3:
     def bucket_exists(self, bucket: str) -> bool:
         return bucket == self.w.bucket and self.w.exists
 
+    def _fault(self, method: str) -> None:
+        faults = self.w.s3_faults.get(method)
+        if faults:
+            fault = faults.pop(0)
+            if fault is not None:
+                raise fault
+
     def get_lifecycle(self, bucket: str) -> list[dict[str, Any]]:
         self._bucket(bucket, "GetBucketLifecycleConfiguration")
+        self._fault("get_lifecycle")
         return copy.deepcopy(self.w.lifecycle)
 
     def put_lifecycle(self, bucket: str, rules: list[dict[str, Any]]) -> None:
         self._bucket(bucket, "PutBucketLifecycleConfiguration")
+        self._fault("put_lifecycle")
         self.w.log.append(f"S3 PutBucketLifecycleConfiguration {[r['ID'] for r in rules]}")
         self.w.lifecycle = copy.deepcopy(rules)
 
     def delete_lifecycle(self, bucket: str) -> None:
         self._bucket(bucket, "DeleteBucketLifecycle")
+        self._fault("delete_lifecycle")
         self.w.log.append("S3 DeleteBucketLifecycle")
         self.w.lifecycle = []
 

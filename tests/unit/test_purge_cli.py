@@ -3,8 +3,11 @@ confirmation only on a terminal, dry run output and the JSON summary (adapters f
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -394,3 +397,44 @@ def test_age_is_measured_on_rgws_clock_not_this_hosts(env, capsys, monkeypatch):
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] and doc["clock"]["source"] == "rgw" and 7199 < doc["clock"]["skew_s"] <= 7201
     assert "logs/recent" in world.index and "logs/old" not in world.index
+
+
+class _Sigterm(Exception):
+    pass
+
+
+@pytest.fixture
+def sigterm_guard():
+    """A SIGTERM the code under test does not handle fails the test instead of killing pytest."""
+    def guard(signum, frame):
+        raise _Sigterm("SIGTERM reached Python's default handling")
+
+    old = signal.signal(signal.SIGTERM, guard)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+class _SigtermThenWait:
+    """lc process receives SIGTERM while it runs (the operator's `kill`, systemd stopping a unit)."""
+
+    async def wait(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()
+
+
+def test_sigterm_during_a_lifecycle_purge_puts_the_rules_back_and_a_rerun_finishes(env, capsys, sigterm_guard):
+    world, flags, _ = env
+    world.as_release("reef", "18.2.4")
+    keep = {"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}
+    world.lifecycle = [dict(keep)]
+    world.lc_block = _SigtermThenWait()
+    args = ["purge", *flags, "capture-mixed", "--prefix", "plain/", "--method", "lifecycle", "--yes"]
+    assert run_cli(cli, args) == 143
+    err = capsys.readouterr().err
+    assert err.endswith("rgwkeeper: error: terminated (SIGTERM); run the same command again to resume from its "
+                        "checkpoint\n") and "Traceback" not in err
+    assert world.lifecycle == [keep] and {"plain/0", "plain/1", "plain/2"} <= set(world.index)
+    world.lc_block = None
+    assert run_cli(cli, args) == 0
+    assert world.lifecycle == [keep] and not {"plain/0", "plain/1", "plain/2"} & set(world.index)
