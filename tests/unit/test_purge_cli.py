@@ -438,3 +438,17 @@ def test_sigterm_during_a_lifecycle_purge_puts_the_rules_back_and_a_rerun_finish
     world.lc_block = None
     assert run_cli(cli, args) == 0
     assert world.lifecycle == [keep] and not {"plain/0", "plain/1", "plain/2"} & set(world.index)
+
+
+def test_expire_measures_lifecycle_days_on_rgws_clock(env, capsys):
+    world, flags, _ = env
+    world.rgw_clock_offset_s = -2 * 86400.0  # RGW's clock two days behind this host's
+    _age(world, "plain/0", 3.5)  # 1.5 days old on RGW's clock: not yet 2 lifecycle days
+    _age(world, "plain/1", 5.5)  # 3.5 days on RGW's clock
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--dry-run"]) == 0
+    assert "on RGW's clock" in capsys.readouterr().out
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes",
+                         "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["ok"], result["checks"]
+    assert "plain/0" in world.index and "plain/1" not in world.index
