@@ -25,13 +25,17 @@ EXTRA_POOL = "default.rgw.buckets.non-ec"
 
 # -- helpers --------------------------------------------------------------------------------------
 
-def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 240,
-        check: bool = True) -> subprocess.CompletedProcess:
+def cli_argv(cluster, tmp_path: Path, *args: str, config: str = "") -> list[str]:
     cfg = tmp_path / "rgwkeeper.toml"
     cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n{config}')
-    argv = [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
+    return [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
             "--keyring", str(cluster.keyring), "--rgw-endpoint", cluster.rgw_endpoint,
             "--rgw-credentials", str(cluster.credentials_file), "--timeout", "30", *args[1:]]
+
+
+def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 240,
+        check: bool = True) -> subprocess.CompletedProcess:
+    argv = cli_argv(cluster, tmp_path, *args, config=config)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                           env=cluster.env())
     if check and proc.returncode != 0:
@@ -317,6 +321,34 @@ def test_user_mistakes_are_one_line_and_change_nothing(ceph_cluster, s3, bucket_
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert s3.get_object(Bucket=bucket_name, Key="k")["Body"].read() == b"v"
     assert bucket_stats(ceph_cluster, bucket_name)["bucket_quota"]["enabled"] is False
+
+
+def test_the_plan_shows_rgws_clock_and_every_name_a_prefix_reaches(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    for key in ("logs/a", "logs/b/c", "logs2/x", "logs.old", "keep"):
+        s3.put_object(Bucket=b, Key=key, Body=b"v")
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "logs", "--older-than", "1h",
+                         "--dry-run", "--json").stdout)
+    # RGW runs on this host here: its Date header and this host's clock agree to a few seconds.
+    assert doc["clock"]["source"] == "rgw" and abs(doc["clock"]["skew_s"]) < 5, doc["clock"]
+    assert abs(doc["cutoff_s"] - (doc["clock"]["rgw_s"] - 3600)) < 1e-6
+    assert doc["prefix_scope"] == {"prefix": "logs", "continuations": [".old", "/", "2/"], "complete": True,
+                                   "ambiguous": True}
+    text = cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "logs/", "--dry-run").stdout
+    assert "prefix 'logs/' matches keys under: 'logs/a', 'logs/b/'" in text and "WARNING" not in text
+
+
+def test_a_size_filter_on_a_versioned_bucket_is_refused(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=b, Key="doc", Body=b"old and small")
+    s3.put_object(Bucket=b, Key="doc", Body=b"new and large" * 1000)
+    proc = cli(ceph_cluster, tmp_path, "purge", b, "--larger-than", "1K", "--yes", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "versioning enabled" in proc.stderr, proc.stderr
+    assert s3.get_object(Bucket=b, Key="doc")["Body"].read() == b"new and large" * 1000
+    assert len(s3.list_object_versions(Bucket=b)["Versions"]) == 2
 
 
 # -- lifecycle ------------------------------------------------------------------------------------
