@@ -403,11 +403,16 @@ def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, buck
     assert keys == {f"t/{kind}-{i}" for kind in ("gold", "bare") for i in range(3)} | {"other/scratch"}
 
 
-def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
-    b = bucket_name
+def bucket_with_their_rule(s3, b: str) -> None:
+    """A bucket with a lifecycle rule of its own, which a lifecycle purge must leave as it was."""
     s3.create_bucket(Bucket=b)
     theirs = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}
     s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
+
+
+def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    bucket_with_their_rule(s3, b)
     fill(s3, b, 10, prefix="tmp/")
     fill(s3, b, 4, prefix="tmpx/")
     multipart(s3, b, "tmp/pending", [b"z" * 100], complete=False)

@@ -27,7 +27,7 @@ import pytest
 
 from integration.cluster import ClusterInfo, ClusterOptions
 from integration.pytest_plugin import booted_cluster
-from tests.integration.test_purge import bucket_stats, cli, cli_argv, fill
+from tests.integration.test_purge import bucket_stats, bucket_with_their_rule, cli, cli_argv, fill
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Reef
     test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back,
     test_expire_by_prefix_deletes_exactly_the_matching_objects,
@@ -73,9 +73,7 @@ def test_an_interrupted_lifecycle_purge_puts_the_rules_back_and_a_rerun_finishes
     """SIGTERM while the purge's expire-everything rule is on the bucket: the rules the bucket had
     are back when the command has exited, and the same command again finishes the purge."""
     b = bucket_name
-    s3.create_bucket(Bucket=b)
-    theirs = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}
-    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
+    bucket_with_their_rule(s3, b)
     fill(s3, b, 30, prefix="tmp/")
     fill(s3, b, 3, prefix="keep/")
 
