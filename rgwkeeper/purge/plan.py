@@ -482,7 +482,9 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             steps.append(fence)
         steps.append(aborts)
         steps.append(Step("lifecycle_apply", "add an expiration rule for what is to be purged to the bucket's "
-                          "lifecycle configuration (its other rules are kept)",
+                          "lifecycle configuration (its other rules are kept); if the purge stops for any "
+                          f"reason (an error, a timeout, Ctrl-C, SIGTERM) before step {len(steps) + 3} is done, "
+                          "the previous rules are put back at once",
                           params={"prefix": r.prefix, "older_than_s": r.older_than_s}))
         steps.append(Step("lc_process", "run lifecycle for this bucket now instead of waiting for "
                           "rgw_lifecycle_work_time", admin=(rgwa.lc_process_args(b),)))

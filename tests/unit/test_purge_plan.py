@@ -199,6 +199,7 @@ def test_lifecycle_plan_installs_a_rule_and_puts_the_old_ones_back():
     p = plan(mixed(release="reef"), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=2 * 86400,
                                                  method="lifecycle"), now=NOW)
     assert kinds(p) == ["abort_uploads", "lifecycle_apply", "lc_process", "lifecycle_restore", "gc_process", "verify"]
+    assert "before step 4 is done, the previous rules are put back at once" in p.steps[1].summary
     (rule,) = p.steps[1].params["rules"]
     assert rule["Filter"] == {"Prefix": "plain/"} and rule["Expiration"] == {"Days": 2}
     assert rule["ID"] == f"rgwkeeper-purge-{p.plan_id}"
