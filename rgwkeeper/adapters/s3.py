@@ -195,9 +195,17 @@ class S3Adapter:
         return {t["Key"]: t["Value"] for t in out.get("TagSet", [])}
 
     def rgw_date(self, bucket: str) -> float:
-        """RGW's clock: the Date header of a HeadBucket answer (whole seconds), as epoch seconds."""
+        """RGW's clock: the Date header of a HeadBucket answer (whole seconds), as epoch seconds.
+        An error answer (404: no such bucket) carries RGW's clock too."""
         validate_bucket(bucket)
-        out = self._call(f"HeadBucket {bucket}", self.client.head_bucket, Bucket=bucket)
+
+        def head() -> Any:
+            try:
+                return self.client.head_bucket(Bucket=bucket)
+            except ClientError as exc:
+                return exc.response
+
+        out = self._call(f"HeadBucket {bucket}", head)
         date = out.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         try:
             return email.utils.parsedate_to_datetime(date).timestamp()

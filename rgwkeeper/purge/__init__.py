@@ -33,7 +33,7 @@ from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
-from rgwkeeper.purge.scope import PrefixScope, RgwClock, read_prefix_scope, read_rgw_clock
+from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -111,6 +111,8 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
     Read-only: nothing is written (not even the state directory) until :func:`execute`.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
+    # First: "older than 3s" counts from when the command ran, not from after the profile.
+    clock = await read_rgw_clock(io.s3, request.bucket) if request.older_than_s is not None else None
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
                                                              admin_api=io.admin_api)
@@ -129,7 +131,7 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
-    clock, scope = await _observe_filters(request, io)
+    scope = await read_prefix_scope(io.s3, request.bucket, request.prefix) if request.prefix else None
     if now is None:
         # Ages are measured on the clock that stamped LastModified: RGW's (purge.scope).
         now = clock.rgw_s if clock is not None else time.time()
@@ -137,16 +139,6 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
                 now=now, clock=clock, prefix_scope=scope)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored)
-
-
-async def _observe_filters(request: PurgeRequest, io: PurgeIO) -> tuple[RgwClock | None, PrefixScope | None]:
-    """RGW's clock for an age filter, and what a prefix reaches (read-only, one request each)."""
-    clock = scope = None
-    if request.older_than_s is not None:
-        clock = await read_rgw_clock(io.s3, request.bucket)
-    if request.prefix:
-        scope = await read_prefix_scope(io.s3, request.bucket, request.prefix)
-    return clock, scope
 
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:

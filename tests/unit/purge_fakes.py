@@ -345,8 +345,8 @@ class FakeS3:
         return keys[:max_keys], common[:max_keys], len(keys) + len(common) > max_keys
 
     def rgw_date(self, bucket: str) -> float:
-        """A HeadBucket's Date header: RGW's clock, whole seconds (HTTP dates have no fraction)."""
-        self._bucket(bucket, "HeadBucket")
+        """A HeadBucket's Date header: RGW's clock, whole seconds (HTTP dates have no fraction);
+        a 404 for a missing bucket carries it too."""
         self._up("HeadBucket")
         self.w.log.append("S3 HeadBucket (Date)")
         return float(int(time.time() + self.w.rgw_clock_offset_s))

@@ -373,3 +373,26 @@ def test_the_age_cutoff_and_what_the_prefix_reaches_travel_with_the_plan():
     assert doc["clock"]["source"] == "rgw" and doc["clock"]["skew_s"] == 7200.4
     assert doc["prefix_scope"] == {"prefix": "plain", "continuations": ["/", "2/"], "complete": True, "ambiguous": True}
     assert Plan.from_dict(doc) == p
+
+
+def test_rgws_clock_is_read_from_any_answer_it_gives():
+    import boto3
+    from botocore.stub import Stubber
+
+    from rgwkeeper.adapters.s3 import S3Adapter
+    from rgwkeeper.errors import CephError
+
+    client = boto3.client("s3", region_name="default", aws_access_key_id="a", aws_secret_access_key="b",
+                          endpoint_url="http://rgw:8080")
+    stub = Stubber(client)
+    stub.add_response("head_bucket", {"ResponseMetadata": {"HTTPHeaders": {"date": "Mon, 23 Nov 2026 19:26:20 GMT"}}},
+                      {"Bucket": "abc"})
+    # A bucket that does not exist: RGW's 404 carries its clock as well.
+    stub.add_client_error("head_bucket", service_error_code="404", http_status_code=404,
+                          response_meta={"HTTPHeaders": {"date": "Mon, 23 Nov 2026 19:26:21 GMT"}})
+    stub.add_response("head_bucket", {}, {"Bucket": "abc"})  # no Date header: refused, not guessed
+    with stub:
+        s3 = S3Adapter(client)
+        assert (s3.rgw_date("abc"), s3.rgw_date("abc")) == (1795461980.0, 1795461981.0)
+        with pytest.raises(CephError, match="no usable Date header"):
+            s3.rgw_date("abc")
