@@ -21,7 +21,7 @@ import structlog
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, RemoveConfig, ReshardBucket, RestoreAll, RunExpire,
                                SetConfig, SetFlag, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, subprocess_runner
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, RgwkeeperError
 from rgwkeeper.journal import Journal, Override
@@ -69,6 +69,17 @@ def _not_ours(e: Override, present: bool, value: str | None) -> str:
     put_back = f"puts back {e.original_value}" if e.original_present else "removes it"
     return (f"{e.who}/{e.name} is {value if present else 'unset'} now, not the {e.applied_value} rgwkeeper set: "
             f"left as it is and kept in the journal; rgwkeeper restore --force {put_back}")
+
+
+def expire_outcome(stdout: str) -> dict[str, bool]:
+    """Bucket -> ok from ``rgwkeeper expire --json`` output (empty if it printed none)."""
+    try:
+        doc = extract_json(stdout)
+    except ValueError:
+        return {}
+    if not isinstance(doc, list):
+        return {}
+    return {str(d.get("bucket")): bool(d.get("ok")) for d in doc if isinstance(d, dict)}
 
 
 class Executor:
@@ -261,8 +272,20 @@ class Executor:
         except CephError as exc:
             return ActionResult(a.command(), False, str(exc))
         tail = (done.stderr.strip().splitlines() or [""])[-1][:300]
-        log.info("expiry run", command=a.command(), exit=done.returncode, reason=a.reason)
-        return ActionResult(a.command(), done.returncode == 0, f"exit {done.returncode}" + (f": {tail}" if tail else ""))
+        per_bucket = expire_outcome(done.stdout)
+        failed = [b for b, ok in per_bucket.items() if not ok]
+        ok = done.returncode == 0 and not failed
+        if failed:
+            # Some buckets expired and some did not: say which, so a partial run is not read
+            # as either "done" or "nothing happened".
+            detail = (f"partial: {len(failed)} of {len(per_bucket)} buckets failed ({', '.join(failed)}); "
+                      f"exit {done.returncode}" + (f": {tail}" if tail else ""))
+        else:
+            detail = f"exit {done.returncode}" + (f": {tail}" if tail else "")
+        (log.info if ok else log.warning)("expiry run", command=a.command(), exit=done.returncode, reason=a.reason,
+                                          buckets=len(per_bucket), failed_buckets=failed)
+        return ActionResult(a.command(), ok, detail,
+                            data={"expire_buckets": len(per_bucket), "expire_failed": failed} if per_bucket else {})
 
     async def restore(self, *, holders: Collection[str] | None = None, dry_run: bool = False,
                       force: bool = False) -> list[ActionResult]:

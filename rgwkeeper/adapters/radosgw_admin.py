@@ -32,6 +32,9 @@ class CompletedRun:
 Runner = Callable[[Sequence[str], float], Awaitable[CompletedRun]]
 
 
+CANCEL_GRACE_S = 5.0  # a cancelled run's child gets this long after SIGTERM before SIGKILL
+
+
 async def subprocess_runner(argv: Sequence[str], timeout: float) -> CompletedRun:
     """Run argv (no shell), kill it at the timeout."""
     t0 = time.monotonic()
@@ -45,6 +48,17 @@ async def subprocess_runner(argv: Sequence[str], timeout: float) -> CompletedRun
         proc.kill()
         await proc.wait()
         raise CephTimeout(" ".join(argv[:6]), f"no answer within {timeout:.0f} s (killed)") from None
+    except asyncio.CancelledError:
+        # The caller stopped (SIGTERM, Ctrl-C): a child left running would go on changing the
+        # cluster (an lc process expiring under a rule being taken off) after we are gone. SIGTERM
+        # first, so a child rgwkeeper (the daemon's expire) cleans up too; then SIGKILL.
+        proc.terminate()
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
     return CompletedRun(tuple(argv), proc.returncode or 0, out.decode(errors="replace"),
                         err.decode(errors="replace"), time.monotonic() - t0)
 

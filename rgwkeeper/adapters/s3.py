@@ -7,6 +7,7 @@ bounded connect/read timeouts and a bounded retry count, so no call waits foreve
 from __future__ import annotations
 
 import asyncio
+import email.utils
 from typing import Any, Iterator
 
 import boto3
@@ -192,6 +193,33 @@ class S3Adapter:
                 raise  # NoSuchBucket is not "this key has no tags"
             return None
         return {t["Key"]: t["Value"] for t in out.get("TagSet", [])}
+
+    def rgw_date(self, bucket: str) -> float:
+        """RGW's clock: the Date header of a HeadBucket answer (whole seconds), as epoch seconds.
+        An error answer (404: no such bucket) carries RGW's clock too."""
+        validate_bucket(bucket)
+
+        def head() -> Any:
+            try:
+                return self.client.head_bucket(Bucket=bucket)
+            except ClientError as exc:
+                return exc.response
+
+        out = self._call(f"HeadBucket {bucket}", head)
+        date = out.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        try:
+            return email.utils.parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError):
+            raise CephError(f"HeadBucket {bucket}", f"no usable Date header in RGW's answer ({str(date)[:40]!r})") from None
+
+    def list_delimited(self, bucket: str, prefix: str, delimiter: str = "/",
+                       max_keys: int = 1000) -> tuple[list[str], list[str], bool]:
+        """One ListObjectsV2 page with a delimiter: (keys, common prefixes, truncated)."""
+        validate_bucket(bucket)
+        page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, Bucket=bucket,
+                          Prefix=validate_prefix(prefix), Delimiter=delimiter, MaxKeys=max_keys)
+        return ([o["Key"] for o in page.get("Contents", [])], [c["Prefix"] for c in page.get("CommonPrefixes", [])],
+                bool(page.get("IsTruncated")))
 
     def head_object(self, bucket: str, key: str, version_id: str | None = None) -> dict[str, Any] | None:
         validate_bucket(bucket)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_bytes, human_duration
 from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
-from rgwkeeper.errors import UsageError
+from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
@@ -75,8 +76,33 @@ def _check_rate(ctx: click.Context, param: click.Parameter, value: float | None)
     return value
 
 
+class Terminated(RgwkeeperError):
+    """SIGTERM stopped the command after its cleanup ran."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return asyncio.run(fn(*args, **kwargs))
+    """``asyncio.run``, with SIGTERM cancelling the work as Ctrl-C does: a purge then saves its
+    checkpoint and puts back what it must (a lifecycle purge's rule) before the process ends,
+    instead of dying where it stood."""
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        terminated: list[bool] = []
+        loop.add_signal_handler(signal.SIGTERM, lambda: (terminated.append(True), task.cancel()))
+        try:
+            return await fn(*args, **kwargs)
+        except asyncio.CancelledError:
+            if terminated:
+                raise Terminated("terminated (SIGTERM); run the same command again to resume from its "
+                                 "checkpoint") from None
+            raise
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    return asyncio.run(main())
 
 
 @click.command()
@@ -142,6 +168,7 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         lines = [f"About to purge {p.bucket} ({request.describe()}) with method {plan.method}:",
                  f"  bucket holds {p.num_objects:,} objects, {human_bytes(p.size_bytes)}, "
                  f"{p.incomplete_uploads} incomplete uploads; owner {p.owner}"]
+        lines += [f"  {n}" for n in plan.notes()]  # the clock, what the prefix reaches, the size rule
         if prepared.resuming:
             lines.append(f"  resuming an interrupted purge at step {prepared.state.step + 1}")  # type: ignore[union-attr]
         if capped:
@@ -155,16 +182,17 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
             report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update)
     finally:
         purge_api.close_io(io)
-    _report(report, as_json)
+    _report(report, as_json, plan)
     if not report.ok:
         failed = [c for c in report.checks if c.status == "failed"]
         raise PurgeFailed(f"purge {bucket}", "the end state is not clean: " +
                           "; ".join(f"{c.name}: {c.detail}" for c in failed))
 
 
-def _report(report: PurgeReport, as_json: bool) -> None:
+def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
     if as_json:
-        emit_json(report.to_dict())
+        scope = plan.to_dict()
+        emit_json({**report.to_dict(), "clock": scope["clock"], "prefix_scope": scope["prefix_scope"]})
         return
     c = report.counters
     deleted = c.get("objects_deleted", 0)
@@ -226,15 +254,17 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
         raise UsageError("no lifecycle rules: give rule options (--days, --noncurrent-days, ...) or set "
                          "purge.lifecycle_rules in the config")
     io = purge_api.open_io(access, cfg.purge)
+    failures: list[BucketFailure] = []
     try:
         results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
-                             dry_run=dry_run, yes=yes, as_json=as_json)
+                             dry_run=dry_run, yes=yes, as_json=as_json, failures=failures)
     finally:
         purge_api.close_io(io)
     if dry_run:
+        _raise_if_failed([], failures)
         return
     if as_json:
-        emit_json([r.to_dict() for r in results])
+        emit_json([r.to_dict() for r in results] + [f.to_dict() for f in failures])
     else:
         for r in results:
             click.echo(f"{r.bucket}: rules {'installed' if r.changed else 'already there'} "
@@ -244,11 +274,37 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
                                                     if r.ran else "; not run now (--no-run)"))
             for c in r.checks:
                 click.echo(f"  [{c.status}] {c.name}: {c.detail}")
+    _raise_if_failed(results, failures)
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketFailure:
+    """A bucket that ``expire`` over every configured bucket could not plan or apply; the
+    others still get their turn."""
+
+    bucket: str
+    stage: str  # "plan" (profile, release check, rules read) or "apply"
+    error: str
+
+    def line(self) -> str:
+        return f"rgwkeeper: {self.bucket}: not expired ({self.stage} failed): {self.error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bucket": self.bucket, "ok": False, "stage": self.stage, "error": self.error}
+
+
+def _raise_if_failed(results: list[ExpireResult], failures: list[BucketFailure]) -> None:
     bad = [r for r in results if not r.ok]
+    parts = []
     if bad:
-        raise PurgeFailed("expire", f"{len(bad)} bucket(s) failed a check (see above): "
-                          + ", ".join(f"{r.bucket} ({next(c.name for c in r.checks if c.status == 'failed')})"
-                                      for r in bad))
+        parts.append(f"{len(bad)} bucket(s) failed a check (see above): "
+                     + ", ".join(f"{r.bucket} ({next(c.name for c in r.checks if c.status == 'failed')})"
+                                 for r in bad))
+    if failures:
+        parts.append(f"{len(failures)} bucket(s) not expired (see above): "
+                     + ", ".join(f"{f.bucket} ({f.stage})" for f in failures))
+    if parts:
+        raise PurgeFailed("expire", "; ".join(parts))
 
 
 def _tags(tags: tuple[str, ...]) -> dict[str, str]:
@@ -263,7 +319,17 @@ def _tags(tags: tuple[str, ...]) -> dict[str, str]:
 
 async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
                       io: purge_api.PurgeIO, cfg: Any, *, no_run: bool, dry_run: bool, yes: bool,
-                      as_json: bool) -> list[ExpireResult]:
+                      as_json: bool, failures: list[BucketFailure]) -> list[ExpireResult]:
+    """Plan, confirm and apply. With no BUCKET (every bucket the configured rules match), a
+    bucket that cannot be planned or applied is reported in ``failures`` and the others go on:
+    one bad bucket must not stop the daemon's fill-triggered expiry of all the rest."""
+
+    def failed(b: str, stage: str, exc: RgwkeeperError) -> None:
+        if bucket is not None:
+            raise exc
+        failures.append(BucketFailure(b, stage, str(exc)))
+        click.echo(failures[-1].line(), err=True)
+
     if bucket is not None:
         targets = {bucket: [cli_rule] if cli_rule else lc.matching_rules(config_rules, bucket)}
     else:
@@ -282,11 +348,14 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
                 raise
             click.echo(f"rgwkeeper: skipping {b}: {exc}", err=True)
             continue
-        plans.append(await plan_expire(b, rules, io, protected=cfg.purge.protected_buckets, run_now=not no_run))
+        try:
+            plans.append(await plan_expire(b, rules, io, protected=cfg.purge.protected_buckets, run_now=not no_run))
+        except RgwkeeperError as exc:
+            failed(b, "plan", exc)
     if dry_run:
         if as_json:
             emit_json([{"bucket": x.profile.bucket, "rules": x.merged, "changes": x.changes,
-                        "run_now": x.run_now} for x in plans])
+                        "run_now": x.run_now} for x in plans] + [f.to_dict() for f in failures])
         else:
             for x in plans:
                 click.echo("\n".join(x.show(io.rgw.argv)))
@@ -297,6 +366,14 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
     for x in plans:
         lines.append(f"  {x.profile.bucket}: {x.profile.num_objects:,} objects, {human_bytes(x.profile.size_bytes)}; "
                      + "; ".join(r.describe() for r in x.rules))
+    if not plans:
+        return []
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
-    return [await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
-                               busy_wait_s=cfg.purge.lc_busy_wait) for x in plans]
+    results = []
+    for x in plans:
+        try:
+            results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
+                                              busy_wait_s=cfg.purge.lc_busy_wait))
+        except RgwkeeperError as exc:
+            failed(x.profile.bucket, "apply", exc)
+    return results

@@ -33,6 +33,7 @@ from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
+from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -110,6 +111,8 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
     Read-only: nothing is written (not even the state directory) until :func:`execute`.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
+    # First: "older than 3s" counts from when the command ran, not from after the profile.
+    clock = await read_rgw_clock(io.s3, request.bucket) if request.older_than_s is not None else None
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
                                                              admin_api=io.admin_api)
@@ -128,8 +131,12 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
+    scope = await read_prefix_scope(io.s3, request.bucket, request.prefix) if request.prefix else None
+    if now is None:
+        # Ages are measured on the clock that stamped LastModified: RGW's (purge.scope).
+        now = clock.rgw_s if clock is not None else time.time()
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
-               now=time.time() if now is None else now)
+                now=now, clock=clock, prefix_scope=scope)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored)
 

@@ -14,6 +14,8 @@ import asyncio
 import dataclasses
 import errno
 import functools
+import json
+import shlex
 import statistics
 import time
 from collections import deque
@@ -49,6 +51,9 @@ RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, t
 BEFORE_PROBES, BEFORE_PROBE_GAP_S = 9, 0.1  # a paced purge's first probes, before any change
 MIN_TARGET_S = 1e-4
 RECHECK_IN_FLIGHT = 16  # HEADs in flight (all batches together) when a filtered purge re-checks its keys
+# Putting a lifecycle purge's previous rules back after a failure or an interrupt: long enough
+# for a few S3 round trips, short enough that a stopped purge does not hang.
+LIFECYCLE_UNDO_TIMEOUT_S = 30.0
 _T = TypeVar("_T")
 
 PROBE_BYTES = b"\0" * 4096
@@ -332,6 +337,7 @@ class PurgeExecutor:
                 # Refused by a read-only first step: nothing changed, nothing to resume.
                 self.checkpoint.discard()
                 raise
+            await self._undo_lifecycle_rule()
             self.state.status = "failed" if isinstance(exc, Exception) else "running"
             self.state.error = str(exc)[:500]
             self._save(force=True)
@@ -710,19 +716,26 @@ class PurgeExecutor:
         """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
         p = self.plan.profile
         task = asyncio.ensure_future(work)
-        while not task.done():
-            await asyncio.wait([task], timeout=2.0)
-            if task.done():
-                break
-            try:
-                stats = await self.io.rgw.bucket_stats(p.bucket)
-                left = int(stats.get("usage", {}).get("rgw.main", {}).get("num_objects", 0))
-                size_left = int(stats.get("usage", {}).get("rgw.main", {}).get("size", 0))
-            except CephError:
-                continue
-            self.counters["objects_deleted"] = max(0, p.num_objects - left)
-            self.counters["bytes_deleted"] = max(0, p.size_bytes - size_left)
-            self._progress()
+        try:
+            while not task.done():
+                await asyncio.wait([task], timeout=2.0)
+                if task.done():
+                    break
+                try:
+                    stats = await self.io.rgw.bucket_stats(p.bucket)
+                    left = int(stats.get("usage", {}).get("rgw.main", {}).get("num_objects", 0))
+                    size_left = int(stats.get("usage", {}).get("rgw.main", {}).get("size", 0))
+                except CephError:
+                    continue
+                self.counters["objects_deleted"] = max(0, p.num_objects - left)
+                self.counters["bytes_deleted"] = max(0, p.size_bytes - size_left)
+                self._progress()
+        finally:
+            if not task.done():
+                # Interrupted: stop the radosgw-admin run too (its runner kills the process) before
+                # anything is undone, e.g. an lc process still expiring under the purge's rule.
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         result = await task
         try:
             stats = await self.io.rgw.bucket_stats(p.bucket)
@@ -763,6 +776,54 @@ class PurgeExecutor:
         got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
         if not lc.same_rules(got, previous):
             raise PurgeFailed(f"restore lifecycle of {b}", "the rules read back differ from those before the purge")
+
+    def _lifecycle_window(self) -> tuple[int, int] | None:
+        """(lifecycle_apply, lifecycle_restore) step indexes while the purge's expire-everything
+        rule may be on the bucket (put, or being put, and not yet taken off), else None."""
+        kinds = [s.kind for s in self.plan.steps]
+        if "lifecycle_apply" not in kinds or "previous_rules" not in self.state.memo:
+            return None
+        apply_i, restore_i = kinds.index("lifecycle_apply"), kinds.index("lifecycle_restore")
+        return (apply_i, restore_i) if apply_i <= self.state.step <= restore_i else None
+
+    async def _undo_lifecycle_rule(self) -> None:
+        """On any failure or interruption between putting the purge's lifecycle rule on and
+        taking it off: put the bucket's previous rules back (bounded, best effort), so RGW's
+        own lifecycle does not go on expiring everything under the prefix, new objects too.
+        Put back: the checkpoint goes back to the rule's step, so a re-run puts it on again and
+        finishes. Not put back: one line names what to run, and the checkpoint stays where it was
+        (a re-run goes on and takes the rule off at its step)."""
+        window = self._lifecycle_window()
+        if window is None:
+            return
+        apply_i, restore_i = window
+        b = self.plan.profile.bucket
+        restore = self.plan.steps[restore_i]
+        try:
+            await asyncio.wait_for(self._step_lifecycle_restore(restore), LIFECYCLE_UNDO_TIMEOUT_S)
+        except (Exception, asyncio.CancelledError) as exc:  # a second interrupt ends the attempt too
+            self.state.memo["lifecycle_left_on"] = self._lifecycle_put_back_command()
+            log.error(f"the purge's lifecycle rule is still on bucket {b}: RGW goes on expiring with it until the "
+                      "rules are put back; run this same purge again (it finishes and puts them back), or run: "
+                      f"{self.state.memo['lifecycle_left_on']}", bucket=b, plan=self.plan.plan_id,
+                      error=str(exc)[:300] or type(exc).__name__)
+            return
+        self.state.memo.pop("lifecycle_left_on", None)
+        # Failed while taking it off: it is off now, go on after that step; else put it on again.
+        self.state.step = restore_i + 1 if self.state.step == restore_i else apply_i
+        self.state.cursor = {}
+        log.warning(f"purge stopped; the lifecycle rules bucket {b} had before were put back", bucket=b,
+                    plan=self.plan.plan_id, rules=[r.get("ID") for r in self.state.memo["previous_rules"]])
+
+    def _lifecycle_put_back_command(self) -> str:
+        b = self.plan.profile.bucket
+        endpoint = getattr(getattr(getattr(self.io.s3, "client", None), "meta", None), "endpoint_url", None)
+        aws = ["aws", *(["--endpoint-url", endpoint] if endpoint else []), "s3api"]
+        previous = self.state.memo.get("previous_rules", [])
+        if previous:
+            return shlex.join([*aws, "put-bucket-lifecycle-configuration", "--bucket", b, "--lifecycle-configuration",
+                               json.dumps({"Rules": lc.s3_rules(previous)}, sort_keys=True, default=str)])
+        return shlex.join([*aws, "delete-bucket-lifecycle", "--bucket", b])
 
     # -- the end state ----------------------------------------------------------------------
     async def verify(self, step: Step) -> list[Check]:

@@ -36,6 +36,7 @@ from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import Check, PurgeIO
 from rgwkeeper.purge.plan import check_protected, render_admin
 from rgwkeeper.purge.profile import BucketProfile, gather_profile
+from rgwkeeper.purge.scope import read_rgw_clock
 
 
 def now_by_listing(rule: lc.ExpiryRule) -> list[str]:
@@ -81,6 +82,9 @@ class ExpirePlan:
                          f"{json.dumps({'Rules': self.merged}, sort_keys=True, default=str)}")
         else:
             lines.append("  the bucket already has these rules: no change")
+        if self.run_now:
+            lines.append("  ages (run now and the read-back) on RGW's clock: the Date header of a HeadBucket "
+                         "when it runs, not this host's clock")
         if self.by_listing:
             lines.append(f"  run now by rgwkeeper: `lc process --bucket` cannot run one bucket on {p.release} "
                          "(tracker 53430)")
@@ -158,7 +162,8 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
     checks = [Check("rules installed", "ok", ", ".join(r.rule_id for r in xp.rules))]
     after = xp.profile
     if xp.run_now:
-        lc_started = time.time()
+        # Ages on RGW's clock, which stamped LastModified and runs RGW's own lifecycle (purge.scope).
+        lc_started = (await read_rgw_clock(io.s3, b)).rgw_s
         debug = await lc_debug_interval(io)
         ran = True
         if xp.by_listing:

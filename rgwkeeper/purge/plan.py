@@ -44,6 +44,7 @@ from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number
+from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
 #: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;
@@ -162,6 +163,8 @@ class Plan:
     cutoff_s: float | None  # absolute: objects modified before this (epoch seconds) are purged
     created_at: float
     tuning: Tuning
+    clock: RgwClock | None = None  # the clock the age cutoff was taken on (with --older-than)
+    prefix_scope: PrefixScope | None = None  # what the prefix matches besides one name (with --prefix)
 
     @property
     def plan_id(self) -> str:
@@ -184,6 +187,7 @@ class Plan:
             f"{p.num_shards} index shards, data pool {p.data_pool}",
             f"  cluster: ceph {p.version} ({p.release}), {p.zones} zone(s) in the zonegroup, "
             f"head chunk {human_bytes(p.head_chunk_bytes)}",
+            *(f"  {n}" for n in self.notes()),
             f"method: {self.method}" + (" (chosen automatically)" if self.request.method == "auto" else " (asked for)"),
         ]
         lines += [f"  why: {r}" for r in self.reasons]
@@ -195,11 +199,27 @@ class Plan:
             lines += [f"     > {c}" for c in step.calls]
         return lines
 
+    def notes(self) -> list[str]:
+        """What the filters reach, for the dry run and the confirmation: the clock the age is
+        measured on, what the prefix matches, how a size filter applies."""
+        out = []
+        if self.cutoff_s is not None:
+            out.append(f"age: objects last modified before {iso_utc(self.cutoff_s)}, on "
+                       + (self.clock.describe() if self.clock else "this host's clock (RGW's was not read)"))
+        if self.prefix_scope is not None:
+            out += self.prefix_scope.describe()
+        if self.request.larger_than is not None or self.request.smaller_than is not None:
+            out.append("size: object by object (versioning off: a key has one version; refused on versioned "
+                       "buckets, where it would bring an older version back)")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"plan_id": self.plan_id, "request": asdict(self.request), "profile": self.profile.to_dict(),
                 "method": self.method, "reasons": list(self.reasons),
                 "rejected": [list(r) for r in self.rejected], "steps": [s.to_dict() for s in self.steps],
-                "cutoff_s": self.cutoff_s, "created_at": self.created_at, "tuning": asdict(self.tuning)}
+                "cutoff_s": self.cutoff_s, "created_at": self.created_at, "tuning": asdict(self.tuning),
+                "clock": self.clock.to_dict() if self.clock else None,
+                "prefix_scope": self.prefix_scope.to_dict() if self.prefix_scope else None}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
@@ -207,7 +227,9 @@ class Plan:
                    method=d["method"], reasons=tuple(d["reasons"]),
                    rejected=tuple((m, w) for m, w in d["rejected"]),
                    steps=tuple(Step.from_dict(s) for s in d["steps"]), cutoff_s=d["cutoff_s"],
-                   created_at=d["created_at"], tuning=Tuning(**d["tuning"]))
+                   created_at=d["created_at"], tuning=Tuning(**d["tuning"]),
+                   clock=RgwClock.from_dict(d["clock"]) if d.get("clock") else None,
+                   prefix_scope=PrefixScope.from_dict(d["prefix_scope"]) if d.get("prefix_scope") else None)
 
 
 def render_admin(args: Sequence[str], argv_of: Callable[..., Sequence[str]] | None = None) -> str:
@@ -266,6 +288,18 @@ def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str |
     return None
 
 
+def versioned_size_filter_refusal(profile: BucketProfile, request: PurgeRequest) -> str | None:
+    """A size filter picks versions one by one: on a versioned (or suspended) bucket it would
+    delete a large current version and keep an older small one, and the key would serve that
+    old data again (docs/purge.md, "Filters"). Refused for every method."""
+    if profile.versioning == "off" or (request.larger_than is None and request.smaller_than is None):
+        return None
+    return (f"--larger-than/--smaller-than refused: bucket {profile.bucket!r} has versioning "
+            f"{profile.versioning}, and a size filter deletes versions one by one, so a key whose large "
+            "current version goes would show an older version again; purge by --prefix/--older-than "
+            "(every version), or use a lifecycle rule; nothing was changed")
+
+
 def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str], list[tuple[str, str]]]:
     """(method, reasons, rejected) for ``request.method == "auto"``."""
     p = profile
@@ -311,8 +345,12 @@ def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str
 
 
 def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuning(),
-         protected: Sequence[str] = (), now: float) -> Plan:
-    """Decide how to purge; raise UsageError (refused) or NotNow (retry later)."""
+         protected: Sequence[str] = (), now: float, clock: RgwClock | None = None,
+         prefix_scope: PrefixScope | None = None) -> Plan:
+    """Decide how to purge; raise UsageError (refused) or NotNow (retry later).
+
+    ``now`` is the time on the clock that stamped the objects: ``clock.rgw_s`` when RGW's
+    clock was read (:mod:`rgwkeeper.purge.scope`)."""
     p = profile
     check_protected(p.bucket, protected)
     if p.bucket != request.bucket:
@@ -320,6 +358,9 @@ def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuni
     if p.object_lock:
         raise UsageError(f"bucket {p.bucket!r} has S3 Object Lock enabled: purging it would break retention; "
                          "nothing was changed")
+    size_refusal = versioned_size_filter_refusal(p, request)
+    if size_refusal is not None:
+        raise UsageError(size_refusal)
     if p.resharding:
         raise NotNow(f"bucket {p.bucket!r} is being resharded; retry when `radosgw-admin reshard status` "
                      "shows it done")
@@ -333,7 +374,7 @@ def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuni
     cutoff = now - request.older_than_s if request.older_than_s is not None else None
     steps = _steps(method, p, request, tuning, cutoff)
     draft = Plan(request=request, profile=p, method=method, reasons=tuple(reasons), rejected=tuple(rejected),
-                 steps=(), cutoff_s=cutoff, created_at=now, tuning=tuning)
+                 steps=(), cutoff_s=cutoff, created_at=now, tuning=tuning, clock=clock, prefix_scope=prefix_scope)
     # The lifecycle rule's ID carries the plan id, which depends on everything else.
     steps = [_with_plan_id(s, draft.plan_id) for s in steps]
     return Plan(**{**draft.__dict__, "steps": tuple(steps)})
@@ -453,7 +494,9 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             steps.append(fence)
         steps.append(aborts)
         steps.append(Step("lifecycle_apply", "add an expiration rule for what is to be purged to the bucket's "
-                          "lifecycle configuration (its other rules are kept)",
+                          "lifecycle configuration (its other rules are kept); if the purge stops for any "
+                          f"reason (an error, a timeout, Ctrl-C, SIGTERM) before step {len(steps) + 3} is done, "
+                          "the previous rules are put back at once",
                           params={"prefix": r.prefix, "older_than_s": r.older_than_s}))
         steps.append(Step("lc_process", "run lifecycle for this bucket now instead of waiting for "
                           "rgw_lifecycle_work_time", admin=(rgwa.lc_process_args(b),)))

@@ -25,13 +25,17 @@ EXTRA_POOL = "default.rgw.buckets.non-ec"
 
 # -- helpers --------------------------------------------------------------------------------------
 
-def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 240,
-        check: bool = True) -> subprocess.CompletedProcess:
+def cli_argv(cluster, tmp_path: Path, *args: str, config: str = "") -> list[str]:
     cfg = tmp_path / "rgwkeeper.toml"
     cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n{config}')
-    argv = [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
+    return [sys.executable, "-m", "rgwkeeper", args[0], "--config", str(cfg), "--conf", str(cluster.conf),
             "--keyring", str(cluster.keyring), "--rgw-endpoint", cluster.rgw_endpoint,
             "--rgw-credentials", str(cluster.credentials_file), "--timeout", "30", *args[1:]]
+
+
+def cli(cluster, tmp_path: Path, *args: str, config: str = "", timeout: float = 240,
+        check: bool = True) -> subprocess.CompletedProcess:
+    argv = cli_argv(cluster, tmp_path, *args, config=config)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                           env=cluster.env())
     if check and proc.returncode != 0:
@@ -319,6 +323,34 @@ def test_user_mistakes_are_one_line_and_change_nothing(ceph_cluster, s3, bucket_
     assert bucket_stats(ceph_cluster, bucket_name)["bucket_quota"]["enabled"] is False
 
 
+def test_the_plan_shows_rgws_clock_and_every_name_a_prefix_reaches(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    for key in ("logs/a", "logs/b/c", "logs2/x", "logs.old", "keep"):
+        s3.put_object(Bucket=b, Key=key, Body=b"v")
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "logs", "--older-than", "1h",
+                         "--dry-run", "--json").stdout)
+    # RGW runs on this host here: its Date header and this host's clock agree to a few seconds.
+    assert doc["clock"]["source"] == "rgw" and abs(doc["clock"]["skew_s"]) < 5, doc["clock"]
+    assert abs(doc["cutoff_s"] - (doc["clock"]["rgw_s"] - 3600)) < 1e-6
+    assert doc["prefix_scope"] == {"prefix": "logs", "continuations": [".old", "/", "2/"], "complete": True,
+                                   "ambiguous": True}
+    text = cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "logs/", "--dry-run").stdout
+    assert "prefix 'logs/' matches keys under: 'logs/a', 'logs/b/'" in text and "WARNING" not in text
+
+
+def test_a_size_filter_on_a_versioned_bucket_is_refused(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=b, Key="doc", Body=b"old and small")
+    s3.put_object(Bucket=b, Key="doc", Body=b"new and large" * 1000)
+    proc = cli(ceph_cluster, tmp_path, "purge", b, "--larger-than", "1KiB", "--yes", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "versioning enabled" in proc.stderr, proc.stderr
+    assert s3.get_object(Bucket=b, Key="doc")["Body"].read() == b"new and large" * 1000
+    assert len(s3.list_object_versions(Bucket=b)["Versions"]) == 2
+
+
 # -- lifecycle ------------------------------------------------------------------------------------
 
 def test_expire_by_prefix_deletes_exactly_the_matching_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
@@ -348,6 +380,32 @@ def test_expire_by_prefix_deletes_exactly_the_matching_objects(ceph_cluster, s3,
     assert "theirs" in ids and any(i.startswith("rgwkeeper-") for i in ids)  # installed next to theirs
 
 
+def test_expire_of_every_configured_bucket_goes_on_past_one_that_fails(ceph_cluster, s3, bucket_name, tmp_path,
+                                                                      rgw_option):
+    """What the daemon's fill-triggered expiry runs: one bucket's failure is reported, the others expire."""
+    rgw_option("rgw_lc_debug_interval", "1", who="client.admin")
+    good, sized = bucket_name + "-a", bucket_name + "-b"
+    for b in (good, sized):
+        s3.create_bucket(Bucket=b)
+        fill(s3, b, 3, prefix="logs/")
+    time.sleep(2.5)
+    # Pacific has no lifecycle size filters: the rule for `sized` fails its release check.
+    rules = (f'lifecycle_rules = [{{bucket = "{bucket_name}-*", prefix = "logs/", days = 1}}, '
+             f'{{bucket = "{sized}", larger_than = 10, days = 1}}]\n')
+    proc = cli(ceph_cluster, tmp_path, "expire", "--yes", "--json", config=rules, check=False)
+    if release(ceph_cluster) != "pacific":  # Reef and later take size filters: nothing fails
+        assert proc.returncode == 0 and all(d["ok"] for d in json.loads(proc.stdout)), proc.stderr
+        return
+    assert proc.returncode == 1, proc.stderr
+    doc = {d["bucket"]: d for d in json.loads(proc.stdout)}
+    assert doc[good]["ok"] and doc[sized] == {"bucket": sized, "ok": False, "stage": "plan",
+                                              "error": doc[sized]["error"]}
+    assert "size filters need Reef" in doc[sized]["error"]
+    assert f"rgwkeeper: {sized}: not expired (plan failed): " in proc.stderr
+    assert s3.list_objects_v2(Bucket=good).get("KeyCount", 0) == 0  # expired all the same
+    assert s3.list_objects_v2(Bucket=sized)["KeyCount"] == 3
+
+
 def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
     """A tag filter is decided by each object's tags on RGW (GetObjectTagging), on Pacific too."""
     rgw_option("rgw_lc_debug_interval", "1", who="client.admin")
@@ -371,11 +429,16 @@ def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, buck
     assert keys == {f"t/{kind}-{i}" for kind in ("gold", "bare") for i in range(3)} | {"other/scratch"}
 
 
-def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
-    b = bucket_name
+def bucket_with_their_rule(s3, b: str) -> None:
+    """A bucket with a lifecycle rule of its own, which a lifecycle purge must leave as it was."""
     s3.create_bucket(Bucket=b)
     theirs = {"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}
     s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
+
+
+def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    bucket_with_their_rule(s3, b)
     fill(s3, b, 10, prefix="tmp/")
     fill(s3, b, 4, prefix="tmpx/")
     multipart(s3, b, "tmp/pending", [b"z" * 100], complete=False)

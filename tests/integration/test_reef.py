@@ -17,14 +17,17 @@ cluster (RGWKEEPER_TEST_CEPH_CONF) this module is skipped, and so reported.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from typing import Iterator
 
 import pytest
 
 from integration.cluster import ClusterInfo
 from integration.pytest_plugin import release_cluster
-from tests.integration.test_purge import bucket_stats, cli, fill
+from tests.integration.test_purge import bucket_stats, bucket_with_their_rule, cli, cli_argv, fill
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Reef
     test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back,
     test_expire_by_prefix_deletes_exactly_the_matching_objects,
@@ -61,3 +64,39 @@ def test_the_plan_on_reef_names_its_release_and_allows_lifecycle(ceph_cluster, s
     assert doc["method"] == "lifecycle"
     assert any("lc process --bucket" in c for c in doc["commands"]), doc["commands"]
     assert bucket_stats(ceph_cluster, b)["usage"]["rgw.main"]["num_objects"] == 5  # a dry run
+
+
+def test_an_interrupted_lifecycle_purge_puts_the_rules_back_and_a_rerun_finishes(ceph_cluster, s3, bucket_name,
+                                                                                tmp_path):
+    """SIGTERM while the purge's expire-everything rule is on the bucket: the rules the bucket had
+    are back when the command has exited, and the same command again finishes the purge."""
+    b = bucket_name
+    bucket_with_their_rule(s3, b)
+    fill(s3, b, 30, prefix="tmp/")
+    fill(s3, b, 3, prefix="keep/")
+
+    def rule_ids() -> list[str]:
+        return [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]]
+
+    args = ("purge", b, "--prefix", "tmp/", "--method", "lifecycle", "--yes")
+    proc = subprocess.Popen(cli_argv(ceph_cluster, tmp_path, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, env=ceph_cluster.env())
+    try:
+        deadline = time.monotonic() + 120
+        while not any(i.startswith("rgwkeeper-purge-") for i in rule_ids()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=10)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert err.endswith("rgwkeeper: error: terminated (SIGTERM); run the same command again to resume from its "
+                        "checkpoint\n"), err
+    assert rule_ids() == ["theirs"]
+
+    cli(ceph_cluster, tmp_path, *args)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    assert keys == {f"keep/{i:06d}" for i in range(3)}
+    assert rule_ids() == ["theirs"]

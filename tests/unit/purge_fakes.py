@@ -85,6 +85,9 @@ class World:
         self.quota: dict[str, Any] = copy.deepcopy(self.stats["bucket_quota"])
         self.lifecycle: list[dict[str, Any]] = []
         self.user_buckets = list(fx["user_buckets"])
+        # `bucket list` of every bucket: names RGW holds besides this one (absent from the world:
+        # their stats answer NoSuchBucket, as for a bucket deleted since the listing).
+        self.all_buckets = [self.bucket]
         self.log: list[str] = []
         self.user_synced_at = "2020-01-01T00:00:00.000000Z"
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
@@ -103,6 +106,13 @@ class World:
         self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
         self.retag_on_tagging: dict[str, dict[str, str]] = {}  # key -> tags set between two GetObjectTagging
         self.versions = copy.deepcopy(fx["versions"])
+        self.rgw_clock_offset_s = 0.0  # RGW's clock minus this host's (its Date header shows it)
+        # Faults: what the next calls of an S3 method raise (None: that call goes through), what
+        # lc process raises (its runner's timeout, an interrupt), and an event lc process waits on
+        # (so a test can cancel the purge while it runs).
+        self.s3_faults: dict[str, list[BaseException | None]] = {}
+        self.lc_fault: BaseException | None = None
+        self.lc_block: Any = None
 
     def as_release(self, name: str, version: str) -> "World":
         """The same cluster reporting another release (``versions``), e.g. to exercise code paths
@@ -238,6 +248,8 @@ class FakeRunner:
                 return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
             case ["bucket", "list", "--uid", uid] if uid == w.owner:
                 return ok(w.user_buckets)
+            case ["bucket", "list"]:
+                return ok(w.all_buckets)
             case ["bucket", "rm", "--bucket", b, "--purge-objects", *rest] if b == w.bucket:
                 if not w.exists:
                     return missing("bucket_rm_missing")  # exits 0: what Ceph's own test expects
@@ -254,6 +266,11 @@ class FakeRunner:
                 FakeS3(w).delete_bucket(b)
                 return ok()
             case ["lc", "process", "--bucket", b] if b == w.bucket:
+                if w.lc_block is not None:
+                    await w.lc_block.wait()
+                if w.lc_fault is not None:
+                    fault, w.lc_fault = w.lc_fault, None
+                    raise fault
                 if w.release == "pacific":
                     # 16.2.15 ignores --bucket and runs the first bucket of each lifecycle shard
                     # (measured); this world's bucket is not one of them.
@@ -310,6 +327,29 @@ class FakeS3:
             if len(keys) <= n:
                 return
             after = page[-1]["Key"]
+
+    def list_delimited(self, bucket: str, prefix: str, delimiter: str = "/",
+                       max_keys: int = 1000) -> tuple[list[str], list[str], bool]:
+        self._bucket(bucket, "ListObjectsV2")
+        self._up("ListObjectsV2")
+        self.w.log.append(f"S3 ListObjectsV2 prefix={prefix!r} delimiter={delimiter!r}")
+        keys, common = [], []
+        for k in sorted(self.w.index):  # S3: a common prefix ends at the first delimiter after the prefix
+            if not k.startswith(prefix):
+                continue
+            cut = k.find(delimiter, len(prefix))
+            if cut < 0:
+                keys.append(k)
+            elif k[:cut + 1] not in common:
+                common.append(k[:cut + 1])
+        return keys[:max_keys], common[:max_keys], len(keys) + len(common) > max_keys
+
+    def rgw_date(self, bucket: str) -> float:
+        """A HeadBucket's Date header: RGW's clock, whole seconds (HTTP dates have no fraction);
+        a 404 for a missing bucket carries it too."""
+        self._up("HeadBucket")
+        self.w.log.append("S3 HeadBucket (Date)")
+        return float(int(time.time() + self.w.rgw_clock_offset_s))
 
     def iter_keys(self, bucket: str, prefix: str | None = None, page_size: int = 1000) -> Iterator[dict[str, Any]]:
         for page in self.iter_pages(bucket, prefix):
@@ -380,17 +420,27 @@ class FakeS3:
     def bucket_exists(self, bucket: str) -> bool:
         return bucket == self.w.bucket and self.w.exists
 
+    def _fault(self, method: str) -> None:
+        faults = self.w.s3_faults.get(method)
+        if faults:
+            fault = faults.pop(0)
+            if fault is not None:
+                raise fault
+
     def get_lifecycle(self, bucket: str) -> list[dict[str, Any]]:
         self._bucket(bucket, "GetBucketLifecycleConfiguration")
+        self._fault("get_lifecycle")
         return copy.deepcopy(self.w.lifecycle)
 
     def put_lifecycle(self, bucket: str, rules: list[dict[str, Any]]) -> None:
         self._bucket(bucket, "PutBucketLifecycleConfiguration")
+        self._fault("put_lifecycle")
         self.w.log.append(f"S3 PutBucketLifecycleConfiguration {[r['ID'] for r in rules]}")
         self.w.lifecycle = copy.deepcopy(rules)
 
     def delete_lifecycle(self, bucket: str) -> None:
         self._bucket(bucket, "DeleteBucketLifecycle")
+        self._fault("delete_lifecycle")
         self.w.log.append("S3 DeleteBucketLifecycle")
         self.w.lifecycle = []
 

@@ -353,3 +353,23 @@ def test_restore_own_takes_this_hosts_and_legacy_entries_not_a_twin_hosts(cluste
     results = run(ex.restore(holders=own_holders("a", "host1")))
     assert sorted(r.command for r in results) == ["ceph config rm osd osd_scrub_sleep", "ceph osd unset nodeep-scrub"]
     assert {e.holder for e in journal.overrides().values()} == {holder_name("a", "host2")}
+
+
+def _expire_cmd(stdout: str, code: int) -> list[str]:
+    """A stand-in for `rgwkeeper` that prints what `expire --yes --json` prints and exits."""
+    return ["sh", "-c", f"printf '%s' '{stdout}'; echo 'rgwkeeper: error: expire: ...' >&2; exit {code}", "rgwkeeper"]
+
+
+def test_fill_triggered_expiry_reports_a_partial_failure_bucket_by_bucket(rados):
+    from rgwkeeper.actions import RunExpire
+
+    out = ('[{"bucket": "logs", "ok": true, "checks": []}, '
+           '{"bucket": "Legacy_Upper", "ok": false, "stage": "plan", "error": "not valid"}]')
+    ex, _ = make(rados, rgwkeeper_cmd=_expire_cmd(out, 1))
+    (result,) = run(ex.apply([RunExpire("raw fill 80% crossed 75%")]))
+    assert not result.ok
+    assert result.detail.startswith("partial: 1 of 2 buckets failed (Legacy_Upper); exit 1: rgwkeeper: error")
+    assert result.data == {"expire_buckets": 2, "expire_failed": ["Legacy_Upper"]}
+    ex, _ = make(rados, rgwkeeper_cmd=_expire_cmd('[{"bucket": "logs", "ok": true}]', 0))
+    (result,) = run(ex.apply([RunExpire("again")]))
+    assert result.ok and result.data == {"expire_buckets": 1, "expire_failed": []}

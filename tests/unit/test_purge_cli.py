@@ -3,8 +3,11 @@ confirmation only on a terminal, dry run output and the JSON summary (adapters f
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from rgwkeeper import logs
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.main import cli
+from rgwkeeper.errors import CephError
 from tests.unit.purge_fakes import World, purge_io
 
 
@@ -275,3 +279,176 @@ def test_expire_says_which_bucket_lc_never_reached(env, capsys):
     assert err.endswith("\nrgwkeeper: error: expire: 1 bucket(s) failed a check (see above): capture-mixed "
                         "(lc process)\n")  # after a warning per skipped run
     assert "gc process" not in " ".join(world.log)  # nothing after a run that never happened
+
+
+def _config_rules(flags, *rules):
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text() + "".join(f"[[purge.lifecycle_rules]]\n{r}\n" for r in rules))
+
+
+def test_expire_of_every_bucket_goes_on_past_one_that_fails_and_reports_each(env, capsys):
+    world, flags, _ = env
+    _config_rules(flags, 'bucket = "*"\nprefix = "plain/"\ndays = 2')
+    _age(world, "plain/0", 10)
+    # An old bucket whose name rgwkeeper refuses (uppercase, '_'), and one deleted since the listing;
+    # both sort before the bucket that can be expired.
+    world.all_buckets = ["Legacy_Upper", "aa-gone", world.bucket]
+    assert run_cli(cli, ["expire", *flags, "--dry-run", "--json"]) == 1
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert [(d["bucket"], d.get("ok", True)) for d in doc] == [
+        ("capture-mixed", True), ("Legacy_Upper", False), ("aa-gone", False)]
+    assert not any(line.startswith("S3 Put") for line in world.log)
+    assert run_cli(cli, ["expire", *flags, "--yes", "--json"]) == 1
+    out, err = capsys.readouterr()
+    doc = {d["bucket"]: d for d in json.loads(out)}
+    assert doc["capture-mixed"]["ok"] and "plain/0" not in world.index  # the good bucket was expired
+    assert doc["Legacy_Upper"] == {"bucket": "Legacy_Upper", "ok": False, "stage": "plan",
+                                   "error": doc["Legacy_Upper"]["error"]}
+    assert "not valid" in doc["Legacy_Upper"]["error"] and "does not exist" in doc["aa-gone"]["error"]
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("rgwkeeper: Legacy_Upper: not expired (plan failed): ")
+    assert lines[1].startswith("rgwkeeper: aa-gone: not expired (plan failed): ")
+    assert lines[-1] == ("rgwkeeper: error: expire: 2 bucket(s) not expired (see above): Legacy_Upper (plan), "
+                         "aa-gone (plan)")
+    assert "Traceback" not in err
+
+
+def test_expire_of_every_bucket_reports_a_bucket_whose_step_failed(env, capsys, monkeypatch):
+    world, flags, _ = env
+    _config_rules(flags, 'bucket = "capture-*"\ndays = 2')
+    from tests.unit.purge_fakes import FakeS3
+
+    def refuse(self, bucket, rules):
+        raise CephError(f"PutBucketLifecycleConfiguration {bucket}", "InternalError")
+
+    monkeypatch.setattr(FakeS3, "put_lifecycle", refuse)
+    assert run_cli(cli, ["expire", *flags, "--yes"]) == 1
+    out, err = capsys.readouterr()
+    assert "rgwkeeper: capture-mixed: not expired (apply failed): PutBucketLifecycleConfiguration capture-mixed: " \
+           "InternalError" in err
+    assert err.endswith("rgwkeeper: error: expire: 1 bucket(s) not expired (see above): capture-mixed (apply)\n")
+    # A bucket named on the command line fails as before: its error is the command's.
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--yes"]) == 1
+    assert capsys.readouterr().err == ("rgwkeeper: error: PutBucketLifecycleConfiguration capture-mixed: "
+                                       "InternalError\n")
+
+
+def test_a_size_filter_on_a_versioned_bucket_is_refused_before_any_change(env, capsys):
+    world, flags, _ = env
+    world.instance["data"]["bucket_info"]["flags"] |= 0x2  # BUCKET_VERSIONED
+    for extra in (["--yes"], ["--dry-run"]):
+        assert run_cli(cli, ["purge", *flags, "capture-mixed", "--larger-than", "4KiB", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "versioning enabled" in err and "older version again" in err
+    assert not any(line.startswith(("S3 Delete", "S3 Put", "admin API quota", "rados rm")) for line in world.log)
+    assert "plain/1" in world.index
+
+
+def _add_key(world, key, *, hours_ago=0.0):
+    """A head-only object written ``hours_ago`` on this host's clock."""
+    from rgwkeeper.purge.layout import head_oid
+
+    world.index[key] = {"Key": key, "Size": 100, "ETag": '"0123456789abcdef0123456789abcdef"',
+                        "LastModified": datetime.datetime.now(datetime.timezone.utc)
+                        - datetime.timedelta(hours=hours_ago), "StorageClass": "STANDARD"}
+    world.pools["default.rgw.buckets.data"][head_oid(world.marker, key)[0]] = {"size": 100, "locator": "", "refs": 0}
+
+
+def test_dry_run_and_confirmation_show_every_name_a_prefix_reaches(env, capsys, monkeypatch):
+    world, flags, _ = env
+    _add_key(world, "plain2/x")
+    _add_key(world, "plain.old")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "prefix 'plain' matches keys under: 'plain.old', 'plain/', 'plain2/'" in out
+    assert "WARNING: prefix 'plain' does not end a path segment" in out and "(e.g. 'plain/')" in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain", "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prefix_scope"] == {"prefix": "plain", "continuations": [".old", "/", "2/"], "complete": True,
+                                   "ambiguous": True}
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain/", "--dry-run"]) == 0
+    assert "WARNING" not in capsys.readouterr().out
+    # On a terminal the confirmation shows it before asking.
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("rgwkeeper.cli.purge.click.prompt", lambda *a, **k: "no")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "plain"]) == 2
+    err = capsys.readouterr().err
+    assert "WARNING: prefix 'plain' does not end a path segment" in err and "not confirmed" in err
+    assert {"plain2/x", "plain.old", "plain/0"} <= set(world.index)
+    assert not any(line.startswith(("S3 Delete", "S3 HeadObject")) for line in world.log)
+
+
+def test_age_is_measured_on_rgws_clock_not_this_hosts(env, capsys, monkeypatch):
+    world, flags, _ = env
+    world.rgw_clock_offset_s = -7200.0  # RGW's clock is two hours behind this host's
+    _add_key(world, "logs/recent", hours_ago=3)  # stamped by RGW one hour ago (its clock)
+    _add_key(world, "logs/old", hours_ago=5)  # three hours ago on RGW's clock
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "on RGW's clock (its Date header read " in out and "s ahead of RGW's and is not used" in out
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("rgwkeeper.cli.purge.click.prompt", lambda *a, **k: "no")
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h"]) == 2
+    assert "on RGW's clock" in capsys.readouterr().err
+    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: False)
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--prefix", "logs/", "--older-than", "2h", "--yes",
+                         "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["clock"]["source"] == "rgw" and 7199 < doc["clock"]["skew_s"] <= 7201
+    assert "logs/recent" in world.index and "logs/old" not in world.index
+
+
+class _Sigterm(Exception):
+    pass
+
+
+@pytest.fixture
+def sigterm_guard():
+    """A SIGTERM the code under test does not handle fails the test instead of killing pytest."""
+    def guard(signum, frame):
+        raise _Sigterm("SIGTERM reached Python's default handling")
+
+    old = signal.signal(signal.SIGTERM, guard)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+class _SigtermThenWait:
+    """lc process receives SIGTERM while it runs (the operator's `kill`, systemd stopping a unit)."""
+
+    async def wait(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()
+
+
+def test_sigterm_during_a_lifecycle_purge_puts_the_rules_back_and_a_rerun_finishes(env, capsys, sigterm_guard):
+    world, flags, _ = env
+    world.as_release("reef", "18.2.4")
+    keep = {"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}
+    world.lifecycle = [dict(keep)]
+    world.lc_block = _SigtermThenWait()
+    args = ["purge", *flags, "capture-mixed", "--prefix", "plain/", "--method", "lifecycle", "--yes"]
+    assert run_cli(cli, args) == 143
+    err = capsys.readouterr().err
+    assert err.endswith("rgwkeeper: error: terminated (SIGTERM); run the same command again to resume from its "
+                        "checkpoint\n") and "Traceback" not in err
+    assert world.lifecycle == [keep] and {"plain/0", "plain/1", "plain/2"} <= set(world.index)
+    world.lc_block = None
+    assert run_cli(cli, args) == 0
+    assert world.lifecycle == [keep] and not {"plain/0", "plain/1", "plain/2"} & set(world.index)
+
+
+def test_expire_measures_lifecycle_days_on_rgws_clock(env, capsys):
+    world, flags, _ = env
+    world.rgw_clock_offset_s = -2 * 86400.0  # RGW's clock two days behind this host's
+    _age(world, "plain/0", 3.5)  # 1.5 days old on RGW's clock: not yet 2 lifecycle days
+    _age(world, "plain/1", 5.5)  # 3.5 days on RGW's clock
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--dry-run"]) == 0
+    assert "on RGW's clock" in capsys.readouterr().out
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--prefix", "plain/", "--days", "2", "--yes",
+                         "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["ok"], result["checks"]
+    assert "plain/0" in world.index and "plain/1" not in world.index

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from structlog.testing import capture_logs
 
-from rgwkeeper.errors import CephError, CephUnreachable, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
@@ -773,3 +773,107 @@ def test_a_single_bucket_lc_run_is_read_back_from_its_status_not_its_start_stamp
         assert lcrun.ran_since({**before, "status": "PROCESSING", "started": stale}, after, t0) == (True, "")
     recent = {**before, "status": "PROCESSING", "started": email.utils.formatdate(t0 - 3600, usegmt=True)}
     assert lcrun.held_by_another(recent, t0) and not lcrun.ran_since(recent, after, t0)[0]
+
+
+# -- a lifecycle purge never leaves its rule behind ------------------------------------------------
+
+KEEP_A_WEEK = {"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+               "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}
+EXTRA_KEYS = {f"extra/{i:05d}" for i in range(3)}
+
+
+def _lifecycle_purge(tmp_path, previous=(KEEP_A_WEEK,)):
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lifecycle = [dict(r) for r in previous]
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    assert [s.kind for s in p.steps][1:4] == ["lifecycle_apply", "lc_process", "lifecycle_restore"]
+    return w, p, io, cp
+
+
+def _finishes_on_rerun(w, p, io, cp, previous=(KEEP_A_WEEK,)):
+    state = cp.load()
+    report = run(p, io, cp, state=state)
+    assert report.ok, report.checks
+    assert not EXTRA_KEYS & set(w.index) and [r["ID"] for r in w.lifecycle] == [r["ID"] for r in previous]
+
+
+@pytest.mark.parametrize("where, fault, raised, step_after", [
+    # The read-back after putting the rule on fails (the rule is on).
+    ("apply read-back", {"get_lifecycle": [None, CephError("GetBucketLifecycleConfiguration capture-mixed",
+                                                             "InternalError")]}, CephError, 1),
+    # lc process times out (its runner killed it) or is interrupted.
+    ("lc process timeout", CephTimeout("radosgw-admin lc process", "no answer within 21600 s (killed)"),
+     CephTimeout, 1),
+    ("lc process Ctrl-C", KeyboardInterrupt(), KeyboardInterrupt, 1),
+    # Taking the rule off: its read-back fails once; the second attempt puts the rules back.
+    ("restore read-back", {"get_lifecycle": [None, None, CephError("GetBucketLifecycleConfiguration "
+                                                                   "capture-mixed", "InternalError")]}, CephError, 4),
+])
+@pytest.mark.parametrize("previous", [(KEEP_A_WEEK,), ()])
+def test_a_failed_lifecycle_purge_puts_the_previous_rules_back(tmp_path, where, fault, raised, step_after, previous):
+    w, p, io, cp = _lifecycle_purge(tmp_path, previous)
+    if isinstance(fault, dict):
+        w.s3_faults = {k: list(v) for k, v in fault.items()}  # the parameters are shared between cases
+    else:
+        w.lc_fault = fault
+    with capture_logs() as logs, pytest.raises(raised):
+        run(p, io, cp)
+    assert w.lifecycle == [dict(r) for r in previous] if previous else w.lifecycle == []
+    assert any(e["event"].startswith("purge stopped; the lifecycle rules bucket capture-mixed had before were put "
+                                      "back") for e in logs)
+    # The checkpoint goes back to putting the rule on (or past taking it off): a re-run finishes.
+    assert cp.load().step == step_after
+    _finishes_on_rerun(w, p, io, cp, previous)
+
+
+def test_a_cancelled_lifecycle_purge_puts_the_previous_rules_back(tmp_path):
+    # SIGTERM and Ctrl-C reach the purge as a cancellation of its task (cli.purge._run_async).
+    w, p, io, cp = _lifecycle_purge(tmp_path)
+
+    async def cancel_during_lc_process():
+        w.lc_block = asyncio.Event()
+        task = asyncio.create_task(PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()),
+                                                 settings=FAST).run())
+        while not any("lc process" in line for line in w.log):
+            await asyncio.sleep(0)
+        assert any(r["ID"].startswith("rgwkeeper-purge-") for r in w.lifecycle)  # the rule is on
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_during_lc_process())
+    assert w.lifecycle == [KEEP_A_WEEK] and EXTRA_KEYS <= set(w.index)
+    assert cp.load().status == "running" and cp.load().step == 1
+    w.lc_block = None
+    _finishes_on_rerun(w, p, io, cp)
+
+
+@pytest.mark.parametrize("previous, command", [
+    ((KEEP_A_WEEK,), "aws s3api put-bucket-lifecycle-configuration --bucket capture-mixed --lifecycle-configuration "
+                     "'{\"Rules\": [{\"Filter\": {\"Prefix\": \"\"}, \"ID\": \"keep-a-week\", "
+                     "\"NoncurrentVersionExpiration\": {\"NoncurrentDays\": 7}, \"Status\": \"Enabled\"}]}'"),
+    ((), "aws s3api delete-bucket-lifecycle --bucket capture-mixed"),
+])
+def test_rules_that_could_not_be_put_back_are_named_and_the_checkpoint_finishes_the_job(tmp_path, previous, command):
+    w, p, io, cp = _lifecycle_purge(tmp_path, previous)
+    w.lc_fault = CephTimeout("radosgw-admin lc process", "no answer within 21600 s (killed)")
+    refused = CephError("PutBucketLifecycleConfiguration capture-mixed", "AccessDenied")
+    w.s3_faults = {"put_lifecycle": [None, refused], "delete_lifecycle": [refused]}
+    with capture_logs() as logs, pytest.raises(CephTimeout):
+        run(p, io, cp)
+    assert any(r["ID"].startswith("rgwkeeper-purge-") for r in w.lifecycle)  # still on: RGW refused
+    (line,) = [e for e in logs if e["log_level"] == "error"]
+    assert line["event"].endswith(f"run this same purge again (it finishes and puts them back), or run: {command}")
+    assert "\n" not in line["event"] and "AccessDenied" in line["error"]
+    state = cp.load()
+    assert state.step == 2 and state.memo["lifecycle_left_on"] == command  # resumes at lc process
+    _finishes_on_rerun(w, p, io, cp, previous)
+
+
+def test_a_purge_by_another_method_has_no_lifecycle_rule_to_undo(tmp_path):
+    w = World()
+    w.rgw_down_for = 10**6  # every S3 call fails: the purge stops at its first listing
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="plain/"))
+    with capture_logs() as logs, pytest.raises(CephUnreachable):
+        run(p, io, cp, settings=Settings(rgw_retry_s=0.0, checkpoint_interval_s=0.0))
+    assert not any("lifecycle" in e["event"] for e in logs) and w.lifecycle == []

@@ -199,6 +199,7 @@ def test_lifecycle_plan_installs_a_rule_and_puts_the_old_ones_back():
     p = plan(mixed(release="reef"), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=2 * 86400,
                                                  method="lifecycle"), now=NOW)
     assert kinds(p) == ["abort_uploads", "lifecycle_apply", "lc_process", "lifecycle_restore", "gc_process", "verify"]
+    assert "before step 4 is done, the previous rules are put back at once" in p.steps[1].summary
     (rule,) = p.steps[1].params["rules"]
     assert rule["Filter"] == {"Prefix": "plain/"} and rule["Expiration"] == {"Days": 2}
     assert rule["ID"] == f"rgwkeeper-purge-{p.plan_id}"
@@ -339,3 +340,79 @@ def test_lifecycle_rule_numbers_and_tags_are_bounded(rule, words):
 def test_expiry_rule_objects_check_their_numbers(field, value):
     with pytest.raises(UsageError, match=field):
         lc.ExpiryRule(bucket="b12", **{field: value})
+
+
+# -- what a filter reaches ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("versioning", ["enabled", "suspended"])
+@pytest.mark.parametrize("method, size", [("auto", {"larger_than": 1024}), ("s3", {"smaller_than": 1 << 20}),
+                                          ("lifecycle", {"larger_than": 1024})])
+def test_a_size_filter_is_refused_on_a_versioned_bucket(versioning, method, size):
+    # A size filter picks versions one by one: the large current version would go and an older
+    # small one would be served again.
+    profile = mixed(versioning=versioning, release="reef")
+    with pytest.raises(UsageError, match=f"versioning {versioning}.*older version again.*nothing was changed"):
+        plan(profile, PurgeRequest("capture-mixed", prefix="plain/", method=method, **size), now=NOW)
+    # Age and prefix take whole keys' histories in time order: still allowed.
+    assert plan(profile, PurgeRequest("capture-mixed", prefix="plain/", older_than_s=3600), now=NOW).method == "s3"
+
+
+def test_a_size_filter_on_an_unversioned_bucket_says_how_it_applies():
+    p = plan(mixed(), PurgeRequest("capture-mixed", larger_than=1024), now=NOW)
+    assert "size: object by object (versioning off" in "\n".join(p.show())
+
+
+def test_prefix_continuations_and_when_they_are_a_surprise():
+    from rgwkeeper.purge.scope import prefix_scope
+
+    s = prefix_scope("logs", keys=["logs", "logs.old"], common_prefixes=["logs/", "logs2/"], truncated=False)
+    assert s.continuations == ("", ".old", "/", "2/") and s.ambiguous
+    text = "\n".join(s.describe())
+    assert "'logs' (the key itself), 'logs.old', 'logs/', 'logs2/'" in text
+    assert "WARNING: prefix 'logs' does not end a path segment" in text and "(e.g. 'logs/')" in text
+    assert not prefix_scope("logs", [], ["logs/"], False).ambiguous  # one name: what was meant
+    assert not prefix_scope("logs/", ["logs/a"], ["logs/b/", "logs/c/"], False).ambiguous
+    assert not prefix_scope("2026-", [], ["2026-01/", "2026-02/"], False).ambiguous
+    many = prefix_scope("x", [f"x{i:04d}" for i in range(10)], [], truncated=True)
+    assert "and 5 more (first 1,000 listed)" in many.describe()[0] and "all 10+ of these" in many.describe()[1]
+
+
+def test_the_age_cutoff_and_what_the_prefix_reaches_travel_with_the_plan():
+    from rgwkeeper.purge.scope import PrefixScope, RgwClock
+
+    clock = RgwClock(rgw_s=NOW, local_s=NOW + 7200.4)
+    scope = PrefixScope("plain", ("/", "2/"), complete=True)
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain", older_than_s=3600), now=clock.rgw_s,
+             clock=clock, prefix_scope=scope)
+    assert p.cutoff_s == NOW - 3600
+    text = "\n".join(p.show())
+    assert "age: objects last modified before 2027-01-15T07:00:00Z, on RGW's clock (its Date header read " \
+           "2027-01-15T08:00:00Z; this host's clock is 7,200 s ahead of RGW's and is not used)" in text
+    assert "WARNING: prefix 'plain' does not end a path segment" in text
+    doc = json.loads(json.dumps(p.to_dict()))
+    assert doc["clock"]["source"] == "rgw" and doc["clock"]["skew_s"] == 7200.4
+    assert doc["prefix_scope"] == {"prefix": "plain", "continuations": ["/", "2/"], "complete": True, "ambiguous": True}
+    assert Plan.from_dict(doc) == p
+
+
+def test_rgws_clock_is_read_from_any_answer_it_gives():
+    import boto3
+    from botocore.stub import Stubber
+
+    from rgwkeeper.adapters.s3 import S3Adapter
+    from rgwkeeper.errors import CephError
+
+    client = boto3.client("s3", region_name="default", aws_access_key_id="a", aws_secret_access_key="b",
+                          endpoint_url="http://rgw:8080")
+    stub = Stubber(client)
+    stub.add_response("head_bucket", {"ResponseMetadata": {"HTTPHeaders": {"date": "Mon, 23 Nov 2026 19:26:20 GMT"}}},
+                      {"Bucket": "abc"})
+    # A bucket that does not exist: RGW's 404 carries its clock as well.
+    stub.add_client_error("head_bucket", service_error_code="404", http_status_code=404,
+                          response_meta={"HTTPHeaders": {"date": "Mon, 23 Nov 2026 19:26:21 GMT"}})
+    stub.add_response("head_bucket", {}, {"Bucket": "abc"})  # no Date header: refused, not guessed
+    with stub:
+        s3 = S3Adapter(client)
+        assert (s3.rgw_date("abc"), s3.rgw_date("abc")) == (1795461980.0, 1795461981.0)
+        with pytest.raises(CephError, match="no usable Date header"):
+            s3.rgw_date("abc")

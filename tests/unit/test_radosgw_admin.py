@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 
@@ -84,3 +85,21 @@ def test_real_subprocess_is_killed_at_the_timeout():
 def test_real_subprocess_output():
     out = asyncio.run(subprocess_runner(["sh", "-c", "echo '{\"a\": 1}'; echo err >&2; exit 3"], 5))
     assert (out.returncode, out.stdout.strip(), out.stderr.strip()) == (3, '{"a": 1}', "err")
+
+
+def test_a_cancelled_run_kills_its_process(tmp_path):
+    # SIGTERM or Ctrl-C cancel the caller: the child (an lc process, a bucket rm) must not go
+    # on changing the cluster after rgwkeeper has stopped.
+    pid_file = tmp_path / "pid"
+
+    async def cancel_while_running():
+        task = asyncio.create_task(subprocess_runner(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"], 60))
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_while_running())
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
