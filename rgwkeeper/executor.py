@@ -6,7 +6,7 @@ leaves a journal entry that restores a value that was never changed (harmless), 
 change without its original. Exit codes and "success" replies are not evidence: after each
 change the mon config database (or OSDMap) is read back, and the effective value is read
 from every up OSD (``ceph tell osd.N config get``), because mClock reverts locked options
-after ``config set`` reports success (FIELD-NOTES).
+after ``config set`` reports success (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Validation of bucket names and prefixes before anything reaches RGW.
 
 rgwadmin builds query strings without URL-encoding, so a "bucket" such as
-``x&purge-objects=true`` would add a parameter to an admin request (FIELD-NOTES). We
+``x&purge-objects=true`` would add a parameter to an admin request (docs/architecture.md). We
 refuse anything outside S3's bucket naming rules, and we URL-encode every parameter anyway.
 """
 

@@ -1,7 +1,7 @@
 """RGW Admin Ops API adapter, on top of rgwadmin's signing and error mapping.
 
 rgwadmin builds query strings by ``%`` formatting without URL-encoding (a bucket called
-``x&purge-objects=true`` would add a parameter; FIELD-NOTES), so we never use its
+``x&purge-objects=true`` would add a parameter; docs/architecture.md), so we never use its
 query-building helpers: every path is built here with ``urlencode`` from validated values
 and passed to ``RGWAdmin.request``.
 """

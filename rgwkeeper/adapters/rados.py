@@ -2,7 +2,7 @@
 
 librados ignores the ``timeout`` argument of its command calls, and its own
 ``rados_mon_op_timeout``/``rados_osd_op_timeout`` default to 0, which waits forever
-(FIELD-NOTES). We set both, plus ``client_mount_timeout`` for the connection, and also bound
+(docs/architecture.md). We set both, plus ``client_mount_timeout`` for the connection, and also bound
 every call on our side: calls run on a small thread pool (librados is thread-safe) and the
 caller waits at most ``timeout`` seconds, so a blocking call never stalls the event loop.
 """

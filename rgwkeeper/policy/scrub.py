@@ -10,7 +10,7 @@ the op queue in force, and gives back exactly what was there once load has staye
   ``osd_scrub_load_threshold`` and, if configured, the ``nodeep-scrub`` flag.
 - ``mclock_scheduler`` (Quincy's default): ``osd_mclock_profile`` and ``osd_max_scrubs``;
   mClock ignores ``osd_scrub_sleep`` and reverts locked options after ``config set``
-  reports success (FIELD-NOTES), which is why the executor reads values back from the OSDs.
+  reports success (docs/architecture.md), which is why the executor reads values back from the OSDs.
 
 Deep scrub is never deferred without bound: past ``max_defer_s`` of continuous throttle,
 or as soon as PG_NOT_DEEP_SCRUBBED is raised, scrub is given back and not throttled again

@@ -62,7 +62,7 @@ def rate_cap_for(method: str, cap: float) -> float:
 #: falls back to S3 and says why.
 DIRECT_VERIFIED_RELEASES = ("pacific", "reef")
 
-# Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (FIELD-NOTES;
+# Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (docs/purge.md;
 # bench/purge.py measures them again side by side).
 MEASURED = {"s3_one_batch": 291, "s3_8_batches": 403, "admin_purge": 168, "admin_bypass_gc": 214,
             "rados_floor": 1535}
