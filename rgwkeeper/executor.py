@@ -255,6 +255,8 @@ class Executor:
         return results
 
     async def _restore_one(self, e: Override) -> ActionResult:
+        if e.kind == "ratio":
+            return await self._restore_ratio(e)
         if e.kind == "flag":
             if not e.original_present:
                 await self.rados.acommand(UnsetFlag(e.name).mon_command())
@@ -276,3 +278,14 @@ class Executor:
         _, eff = await self._await_effective(e.name, want, osds)
         log.info("override restored", command=e.restore_command())
         return ActionResult(e.restore_command(), True, "restored", eff)
+
+    async def _restore_ratio(self, e: Override) -> ActionResult:
+        """A full ratio a purge raised: given back only if the live ratio is still the one it set,
+        and not while the purge that raised it still renews its lease (it gives it back itself)."""
+        from rgwkeeper import fullratio
+
+        if e.holder != self.holder and e.lease_until > self.wall_clock():
+            return ActionResult(e.restore_command(), True, f"held by {e.holder} (a running purge) until its lease "
+                                "ends; it gives the ratio back itself", changed=False)
+        ok, detail = await fullratio.give_back(self.rados, self.journal, e)
+        return ActionResult(e.restore_command(), ok, detail)

@@ -26,7 +26,11 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter, make_client
-from rgwkeeper.errors import UsageError
+from rgwkeeper.errors import ClusterFull, UsageError
+from rgwkeeper import fullratio
+from rgwkeeper.journal import Journal
+from rgwkeeper.observe import read_full_state
+from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
@@ -97,19 +101,36 @@ class Prepared:
     checkpoint: Checkpoint
     state: State | None  # None: a new purge; else the one being resumed
     ignored: list[str]  # checkpoints not resumed, and why
+    full: FullState | None = None  # read before planning
+    raise_full_ratio: float | None = None  # the cluster is full and the operator asked for this raise
 
     @property
     def resuming(self) -> bool:
         return self.state is not None
 
 
+async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_full_ratio: float) -> FullState:
+    """Read whether the cluster is full (three mon reads that answer when it is) before anything
+    else: on a full cluster work that needs RGW to write is refused at once unless a raise of the
+    full ratio was asked for, and that raise is checked against its bounds."""
+    full = await read_full_state(io.rados)
+    if full.full:
+        if raise_full_ratio is None:
+            raise ClusterFull(full.refusal(what))
+        fullratio.check_raise(raise_full_ratio, full, max_full_ratio)
+    return full
+
+
 async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: CheckpointStore,
-                  now: float | None = None) -> Prepared:
+                  now: float | None = None, raise_full_ratio: float | None = None) -> Prepared:
     """Resume the unfinished purge this same request left (same bucket instance), or plan anew.
 
-    Read-only: nothing is written (not even the state directory) until :func:`execute`.
+    Read-only: nothing is written (not even the state directory) until :func:`execute`. On a
+    full cluster it refuses (ClusterFull) unless ``raise_full_ratio`` is given.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
+    full = await full_gate(io, f"purge of {request.bucket!r}", raise_full_ratio, purge_cfg.max_full_ratio)
+    raise_to = raise_full_ratio if full.full else None
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
                                                              admin_api=io.admin_api)
@@ -125,17 +146,29 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
             raise UsageError(
                 f"an unfinished purge of {request.bucket!r} ({old.request.describe()}, method {old.method}) is "
                 f"recorded in {cp.path}; run that same command to finish it, or move the file away")
-        return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
+        return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored, full=full, raise_full_ratio=raise_to)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
                now=time.time() if now is None else now)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
-                    state=None, ignored=ignored)
+                    state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
 
 
-async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
-    """Execute a prepared purge under its checkpoint (lock, resume count, save)."""
+async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None,
+              journal: Journal | None = None, holder: str = "", lease_s: float = 90.0) -> PurgeReport:
+    """Execute a prepared purge under its checkpoint (lock, resume count, save). With a raise of
+    the full ratio prepared, it is journaled in ``journal`` first and given back on every path."""
+    if prepared.raise_full_ratio is None:
+        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+    if journal is None:
+        raise ValueError("a raise of the full ratio needs the journal")
+    async with fullratio.raised(io.rados, journal, prepared.raise_full_ratio, holder=holder, lease_s=lease_s,
+                                reason=f"purge of {prepared.plan.profile.bucket}"):
+        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+
+
+async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
     store_dir = prepared.checkpoint.path.parent
     CheckpointStore(Path(store_dir)).ensure()
     cp = prepared.checkpoint
