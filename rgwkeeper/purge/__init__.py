@@ -35,6 +35,7 @@ from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
+from rgwkeeper.purge.plan import free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
 
@@ -92,7 +93,7 @@ def settings_from(purge_cfg: Any) -> Settings:
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
                     rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,
                     checkpoint_interval_s=purge_cfg.checkpoint_interval,
-                    max_objects_per_second=purge_cfg.max_objects_per_second)
+                    max_objects_per_second=purge_cfg.max_objects_per_second, full_wait_s=purge_cfg.full_wait)
 
 
 @dataclass
@@ -109,13 +110,17 @@ class Prepared:
         return self.state is not None
 
 
-async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_full_ratio: float) -> FullState:
+async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_full_ratio: float, *,
+                    may_free: bool = False) -> FullState:
     """Read whether the cluster is full (three mon reads that answer when it is) before anything
     else: on a full cluster work that needs RGW to write is refused at once unless a raise of the
-    full ratio was asked for, and that raise is checked against its bounds."""
+    full ratio was asked for, and that raise is checked against its bounds. ``may_free``: the
+    caller may still choose the direct method, which frees space without RGW, and decides later."""
     full = await read_full_state(io.rados)
     if full.full:
         if raise_full_ratio is None:
+            if may_free:
+                return full
             raise ClusterFull(full.refusal(what))
         fullratio.check_raise(raise_full_ratio, full, max_full_ratio)
     return full
@@ -129,8 +134,15 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
     full cluster it refuses (ClusterFull) unless ``raise_full_ratio`` is given.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
-    full = await full_gate(io, f"purge of {request.bucket!r}", raise_full_ratio, purge_cfg.max_full_ratio)
+    what = f"purge of {request.bucket!r}"
+    full = await full_gate(io, what, raise_full_ratio, purge_cfg.max_full_ratio,
+                           may_free=request.method in ("auto", "direct"))
     raise_to = raise_full_ratio if full.full else None
+    free = full.full and raise_to is None  # only the direct method goes on, freeing space first
+
+    def refuse_unless_it_frees(p: Plan) -> None:
+        if free and not any(s.kind == "free_while_full" for s in p.steps):
+            raise ClusterFull(full.refusal(what + f" (method {p.method})"))
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
                                                              admin_api=io.admin_api)
@@ -146,11 +158,15 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
             raise UsageError(
                 f"an unfinished purge of {request.bucket!r} ({old.request.describe()}, method {old.method}) is "
                 f"recorded in {cp.path}; run that same command to finish it, or move the file away")
+        refuse_unless_it_frees(old)
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored, full=full, raise_full_ratio=raise_to)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
                now=time.time() if now is None else now)
+    if free and new.method == "direct":
+        new = free_first(new, purge_cfg.full_wait)
+    refuse_unless_it_frees(new)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
 

@@ -487,8 +487,11 @@ class FakeRados:
     (OSD_FULL, POOL_FULL); ``osd set-full-ratio`` changes the OSDMap's ratio as float32, and a
     ratio above the fullest OSD's usage clears the full state, as on the real cluster."""
 
-    def __init__(self, world: World, *, full: bool = False) -> None:
+    def __init__(self, world: World, *, full: bool = False, clears_after: int | None = None) -> None:
         self.w = world
+        #: The mon clears OSD_FULL / POOL_FULL some seconds after usage falls: after this many
+        #: health reads (None: never, the cluster stays full).
+        self.clears_after = clears_after
         fx = load_fixture("full.json") if full else load_fixture("observation.json")
         self.health, self.osd_dump, self.osd_df = (copy.deepcopy(fx[k]) for k in ("health", "osd_dump", "osd_df"))
         self.sent: list[dict[str, Any]] = []
@@ -501,6 +504,11 @@ class FakeRados:
 
     async def acommand(self, cmd: dict[str, Any], **kw: Any) -> Any:
         if cmd == {"prefix": "health", "detail": "detail"}:
+            if self.clears_after is not None:
+                self.clears_after -= 1
+                if self.clears_after < 0:
+                    self.health["checks"] = {k: v for k, v in self.health["checks"].items()
+                                             if k not in ("OSD_FULL", "POOL_FULL")}
             return copy.deepcopy(self.health)
         if cmd == {"prefix": "osd dump"}:
             return copy.deepcopy(self.osd_dump)

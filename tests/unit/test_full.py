@@ -150,10 +150,10 @@ class LoggedStore(MemoryStore):
         super().omap_remove(obj, keys)
 
 
-def full_world(tmp_path):
+def full_world(tmp_path, **kw):
     w = World()
-    io, _ = purge_io(w, tmp_path)
-    io.rados = FakeRados(w, full=True)
+    io, bulks = purge_io(w, tmp_path)
+    io.rados = FakeRados(w, full=True, **kw)
     return w, io
 
 
@@ -163,17 +163,58 @@ def purge_cfg(**kw):
                               "list_page_size": 1000, "max_full_ratio": 0.97, "pace_write_latency_ms": 0.0,
                               "pace_latency_increase": 0.0, "pace_probe_interval": 1.0,
                               "verify_scan_max_objects": 1000, "rgw_retry": 0.0, "lc_busy_wait": 1.0,
-                              "checkpoint_interval": 0.0, "max_objects_per_second": 0.0, **kw})
+                              "checkpoint_interval": 0.0, "max_objects_per_second": 0.0, "full_wait": 0.0, **kw})
 
 
-def test_purge_on_a_full_cluster_refuses_at_once_naming_the_state_and_the_option(tmp_path):
+@pytest.mark.parametrize("request_", [PurgeRequest("capture-mixed", method="s3"),
+                                      PurgeRequest("capture-mixed", method="admin-purge")])
+def test_purge_that_needs_rgw_on_a_full_cluster_refuses_at_once(tmp_path, request_):
     w, io = full_world(tmp_path)
     with pytest.raises(ClusterFull) as exc:
-        asyncio.run(purge_api.prepare(PurgeRequest(w.bucket), io, purge_cfg=purge_cfg(),
-                                      store=CheckpointStore(tmp_path / "state")))
+        asyncio.run(purge_api.prepare(request_, io, purge_cfg=purge_cfg(), store=CheckpointStore(tmp_path / "state")))
     line = str(exc.value)
     assert "OSD_FULL" in line and "osd.1" in line and "--raise-full-ratio" in line and "\n" not in line
     assert w.log == []  # not even the bucket's profile was read
+
+
+def test_auto_that_cannot_choose_direct_refuses_after_reading_only(tmp_path):
+    w, io = full_world(tmp_path)
+    with pytest.raises(ClusterFull, match="method s3.*--raise-full-ratio"):
+        asyncio.run(purge_api.prepare(PurgeRequest(w.bucket, prefix="plain/"), io, purge_cfg=purge_cfg(),
+                                      store=CheckpointStore(tmp_path / "state")))
+    assert not [x for x in w.log if "quota" in x or "DeleteObjects" in x or "rados rm" in x]
+
+
+def prepare_and_run(tmp_path, w, io, **cfg):
+    store = CheckpointStore(tmp_path / "state")
+    prepared = asyncio.run(purge_api.prepare(PurgeRequest(w.bucket), io, purge_cfg=purge_cfg(**cfg), store=store))
+    return prepared, asyncio.run(purge_api.run(prepared, io, purge_cfg=purge_cfg(**cfg)))
+
+
+def test_direct_purge_on_a_full_cluster_frees_heads_first_and_stops_saying_what_is_left(tmp_path):
+    w, io = full_world(tmp_path)
+    heads = sum(1 for k in w.index if w.index[k]["Size"] <= 4 << 20 and "-" not in w.index[k]["ETag"])
+    with pytest.raises(ClusterFull) as exc:
+        prepare_and_run(tmp_path, w, io)
+    line = str(exc.value)
+    assert "stopped: removed" in line and "OSD_FULL" in line and "--raise-full-ratio" in line and "\n" not in line
+    removed = [x for x in w.log if x.startswith("rados rm")]
+    assert removed and len(removed) <= heads
+    # Nothing that needs RGW to write was sent: no fence, no S3 delete, no metadata removal.
+    assert not [x for x in w.log if "quota" in x or "DeleteObjects" in x or "metadata rm" in x]
+    assert w.exists
+    (cp,) = CheckpointStore(tmp_path / "state").unfinished(w.bucket)
+    assert cp[1].step == 0 and cp[1].counters["freed_while_full"] == len(removed) and "stopped" in cp[1].error
+
+
+def test_direct_purge_on_a_full_cluster_goes_on_once_usage_falls_below_full(tmp_path):
+    w, io = full_world(tmp_path, clears_after=1)
+    prepared, report = prepare_and_run(tmp_path, w, io, full_wait=60.0)
+    assert prepared.plan.steps[0].kind == "free_while_full" and report.ok and not w.exists
+    assert report.counters["freed_while_full"] > 0
+    fence = w.log.index("admin API quota max_objects=0")
+    freed = [x for x in w.log[:fence] if x.startswith("rados rm default.rgw.buckets.data/")]
+    assert len(freed) == report.counters["freed_while_full"]  # the heads went before anything RGW writes
 
 
 def run_raised(tmp_path, w, io, store, *, during=None, raise_to=0.5):
@@ -244,7 +285,7 @@ def test_purge_cli_dry_run_shows_the_raise_and_the_give_back(tmp_path, monkeypat
     assert "the cluster is full (OSD_FULL, POOL_FULL)" in out
     assert "before: $ ceph osd set-full-ratio 0.5" in out and "after:  $ ceph osd set-full-ratio 0.08" in out
     assert io.rados.sent == []
-    rc = run_cli(cli, ["purge", *flags, w.bucket, "--yes"])
+    rc = run_cli(cli, ["purge", *flags, w.bucket, "--method", "s3", "--yes"])
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "--raise-full-ratio" in err and "OSD_FULL" in err
     rc = run_cli(cli, ["purge", *flags, w.bucket, "--raise-full-ratio", "nan"])
