@@ -10,7 +10,6 @@ import copy
 import json
 import math
 import sys
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -35,6 +34,7 @@ from rgwkeeper.purge.plan import PurgeRequest
 from rgwkeeper.snapshot import parse, parse_full_state
 from tests.unit.fakes import load_fixture, rados_from_observation
 from tests.unit.purge_fakes import FakeRados, World, float32, purge_io
+from tests.unit.test_purge_cli import env  # noqa: F401  (a fixture)
 
 
 def full_obs():
@@ -277,9 +277,10 @@ def test_no_raise_without_a_journal_entry_first(tmp_path):
     assert io.rados.sent == [] and w.exists and "admin API quota max_objects=0" not in w.log
 
 
-def test_purge_cli_dry_run_shows_the_raise_and_the_give_back(tmp_path, monkeypatch, capsys):
+def test_purge_cli_dry_run_shows_the_raise_and_the_give_back(env, tmp_path, monkeypatch, capsys):
+    _, flags, _ = env
     w, io = full_world(tmp_path)
-    flags = _cli_env(tmp_path, monkeypatch, io)
+    monkeypatch.setattr(purge_api, "open_io", lambda access, pcfg: io)  # the same world, full
     assert run_cli(cli, ["purge", *flags, w.bucket, "--raise-full-ratio", "0.5", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "the cluster is full (OSD_FULL, POOL_FULL)" in out
@@ -290,21 +291,6 @@ def test_purge_cli_dry_run_shows_the_raise_and_the_give_back(tmp_path, monkeypat
     assert rc == 1 and err.count("\n") == 1 and "--raise-full-ratio" in err and "OSD_FULL" in err
     rc = run_cli(cli, ["purge", *flags, w.bucket, "--raise-full-ratio", "nan"])
     assert rc == 2 and io.rados.sent == []
-
-
-def _cli_env(tmp_path, monkeypatch, io):
-    conf = tmp_path / "ceph.conf"
-    conf.write_text("[global]\n")
-    creds = tmp_path / "creds"
-    creds.write_text('access_key = "AK"\nsecret_key = "SK"\n')
-    creds.chmod(0o600)
-    cfg = tmp_path / "rgwkeeper.toml"
-    cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n')
-    monkeypatch.setattr(purge_api, "open_io", lambda access, pcfg: io)
-    monkeypatch.setattr(purge_api, "close_io", lambda io: None)
-    monkeypatch.setattr("rgwkeeper.cli.purge.sys.stdin.isatty", lambda: False)
-    return ["--config", str(cfg), "--conf", str(conf), "--rgw-endpoint", "http://rgw:8080",
-            "--rgw-credentials", str(creds)]
 
 
 @pytest.fixture(autouse=True)
