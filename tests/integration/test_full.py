@@ -17,9 +17,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 
-from tests.integration.test_daemon import LEASE_S, POOL, THROTTLE, daemons, journal_pool, mon_db, put_load, wait_for  # noqa: F401
+from tests.integration.test_daemon import POOL, THROTTLE, daemons, journal_pool, mon_db, put_load, wait_for  # noqa: F401
 
 FULL_CODES = {"OSD_FULL", "POOL_FULL"}
+FULL_LEASE_S = 24.0
 
 
 def ratios(ceph_cluster):
@@ -184,7 +185,9 @@ def test_direct_purge_on_a_full_cluster_goes_on_once_its_removals_drop_usage(cep
 
 def test_daemon_keeps_its_lock_on_a_full_cluster_and_restores_at_sigterm(ceph_cluster, s3, bucket_name, daemons,
                                                                          journal_pool):
-    d = daemons("fulld", scrub_throttle={"hold_s": 3600.0}).start()
+    # A lease longer than one call's timeout (10 s): a pass that started just before the cluster
+    # turned full may wait that long once (measured), which an 8 s lease would not survive.
+    d = daemons("fulld", scrub_throttle={"hold_s": 3600.0}, daemon={"lease_s": FULL_LEASE_S}).start()
     wait_for("first pass", d.passes)
     with put_load(s3, bucket_name):
         wait_for("throttle", lambda: any(p["scrub_state"] == "engage" for p in d.passes()), timeout=60)
@@ -193,12 +196,14 @@ def test_daemon_keeps_its_lock_on_a_full_cluster_and_restores_at_sigterm(ceph_cl
         with made_full(ceph_cluster):
             start = len(d.passes())
             t0 = time.monotonic()
-            # Three leases long: without full-try the lock renewal waits, the lease runs out and
-            # the daemon stops acting ("lost leadership").
-            wait_for("passes on a full cluster", lambda: len(d.passes()) >= start + 3 and
-                     time.monotonic() - t0 > 3 * LEASE_S, timeout=120, interval=1)
+            # Without full-try the lock renewal waits, the lease runs out and the daemon stops
+            # acting ("lost leadership"), then takes it again and restores everything.
+            wait_for("passes on a full cluster", lambda: len(d.passes()) >= start + 5 and
+                     time.monotonic() - t0 > 1.5 * FULL_LEASE_S, timeout=180, interval=1)
+            # Leadership kept: never lost, and never taken again (which restores everything).
+            became = [e for e in d.events() if e.get("event") == "became leader"]
             lost = [e for e in d.events() if e.get("event") in ("lost leadership; not acting", "standby")]
-            assert not lost, lost[-1]
+            assert not lost and len(became) == 1, [(e.get("timestamp"), e.get("event")) for e in d.events()[-40:]]
             d.signal(signal.SIGTERM)
             d.proc.wait(60)
             restored = [e for e in d.events() if e.get("event") == "restored before exit"]

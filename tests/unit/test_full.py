@@ -473,3 +473,26 @@ def test_removals_and_only_removals_carry_full_try(tmp_path):
         assert removal.full_try and removal.done == ["remove a", "remove b"] and not other.full_try
     finally:
         r.close()
+
+
+def test_the_daemons_expiry_passes_the_raise_and_reports_a_refusal_in_one_line():
+    # `rgwkeeper expire` stood in for by a shell that answers like the real one on a full cluster.
+    script = 'echo "rgwkeeper: error: expire refused: the cluster is full (OSD_FULL, POOL_FULL): args $*" >&2; exit 1'
+    ex = Executor(None, Journal(MemoryStore()), holder="d", lease_s=10,  # type: ignore[arg-type]
+                  rgwkeeper_cmd=["sh", "-c", script, "rgwkeeper"], long_timeout_s=10)
+    (result,) = asyncio.run(ex.apply([RunExpire("fill", raise_full_ratio=0.96)]))
+    assert not result.ok and result.command == "rgwkeeper expire --yes --json --raise-full-ratio 0.96"
+    assert "OSD_FULL" in result.detail and result.detail.endswith("--raise-full-ratio 0.96")
+
+
+def test_expire_on_a_full_cluster_refuses_at_once_and_its_dry_run_shows_the_raise(env, tmp_path, monkeypatch, capsys):
+    _, flags, _ = env
+    w, io = full_world(tmp_path)
+    monkeypatch.setattr(purge_api, "open_io", lambda access, pcfg: io)
+    rc = run_cli(cli, ["expire", *flags, w.bucket, "--days", "1", "--yes"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "expire refused" in err and "--raise-full-ratio" in err
+    assert w.log == []
+    assert run_cli(cli, ["expire", *flags, w.bucket, "--days", "1", "--dry-run", "--raise-full-ratio", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "before: $ ceph osd set-full-ratio 0.5" in out and io.rados.sent == []
