@@ -63,6 +63,10 @@ def check_raise(raise_to: float, state: FullState, max_ratio: float) -> None:
     if raise_to <= current + RATIO_TOLERANCE:
         raise UsageError(f"--raise-full-ratio {ratio_text(raise_to)} is not above the live full ratio "
                          f"{ratio_text(current)}; nothing was changed")
+    used = state.fullest_used_ratio
+    if used is not None and raise_to <= used:
+        raise UsageError(f"--raise-full-ratio {ratio_text(raise_to)} would leave osd.{state.fullest_osd} "
+                         f"({used:.1%} used) full: choose a ratio above its usage; nothing was changed")
 
 
 def plan_lines(state: FullState, raise_to: float, pool: str) -> list[str]:

@@ -236,11 +236,24 @@ class PurgeExecutor:
             try:
                 return await fn()
             except (CephUnreachable, CephTimeout) as exc:
+                await self._stop_if_full(what)
                 if self.clock() + delay > deadline:
                     raise
                 log.warning("purge retrying", what=what, error=str(exc), delay_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+    async def _stop_if_full(self, what: str) -> None:
+        """A call that got no answer on a full cluster waits for a write the full flag blocks:
+        retrying it for rgw_retry_s only hides that (measured: the fence's quota PUT)."""
+        try:
+            full = await read_full_state(self.io.rados)
+        except CephError:
+            return  # the mon does not answer either: an outage, which the retry is for
+        if full.full:
+            raise ClusterFull(f"purge of {self.plan.profile.bucket!r} stopped at {what}: {full.describe()}; RGW "
+                              "cannot write until usage is below the full ratio; run the same command with "
+                              "--raise-full-ratio R to finish (it resumes from its checkpoint)")
 
     async def _s3(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._retry(what, lambda: self._thread(fn, *args, **kwargs))

@@ -496,3 +496,27 @@ def test_expire_on_a_full_cluster_refuses_at_once_and_its_dry_run_shows_the_rais
     assert run_cli(cli, ["expire", *flags, w.bucket, "--days", "1", "--dry-run", "--raise-full-ratio", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "before: $ ceph osd set-full-ratio 0.5" in out and io.rados.sent == []
+
+
+def test_a_raise_that_would_leave_the_cluster_full_is_refused():
+    fx = load_fixture("full.json")
+    st = parse_full_state(fx["health"], fx["osd_dump"], fx["osd_df"])
+    with pytest.raises(UsageError, match=r"would leave osd.1 \(17.7% used\) full"):
+        fullratio.check_raise(0.15, st, 0.97)
+
+
+def test_a_purge_whose_call_waits_on_a_cluster_turned_full_stops_at_once_saying_so(tmp_path, monkeypatch):
+    from rgwkeeper.errors import CephTimeout
+
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    prepared = asyncio.run(purge_api.prepare(PurgeRequest(w.bucket), io, purge_cfg=purge_cfg(rgw_retry=120.0),
+                                             store=CheckpointStore(tmp_path / "state")))
+    io.rados = FakeRados(w, full=True)  # full after planning: the fence's quota PUT gets no answer
+
+    async def no_answer(*a, **kw):
+        raise CephTimeout("PUT /admin/bucket?quota", "no answer within 10 s")
+
+    monkeypatch.setattr(io.admin_api, "set_bucket_quota", no_answer)
+    with pytest.raises(ClusterFull, match="stopped at set bucket quota: the cluster is full .*--raise-full-ratio"):
+        asyncio.run(purge_api.run(prepared, io, purge_cfg=purge_cfg(rgw_retry=120.0)))
