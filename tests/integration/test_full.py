@@ -212,3 +212,30 @@ def test_daemon_keeps_its_lock_on_a_full_cluster_and_restores_at_sigterm(ceph_cl
         d.stop()
     assert restored and restored[-1]["restored"], d.events()[-5:]
     assert not any(("osd", n) in db for n in THROTTLE), db
+
+
+def test_restore_gives_back_a_ratio_a_crashed_purge_left(ceph_cluster, tmp_path, journal_pool):
+    from rgwkeeper.fullratio import RATIO_KEY, ratio_text
+    from rgwkeeper.journal import Override
+
+    ensure_journal_object(ceph_cluster)
+    config = write_config(ceph_cluster, tmp_path)
+    original = ratios(ceph_cluster)["full"]
+    raised = round(original + 0.01, 4)
+    now = time.time()
+    entry = Override(key=RATIO_KEY, kind="ratio", who="", name="full_ratio", original_present=True,
+                     original_value=ratio_text(original), applied_value=ratio_text(raised), holder="purge@gone:1",
+                     since=now - 100, lease_until=now - 10, reason="purge of a bucket, killed")
+    subprocess.run(["rados", "-c", str(ceph_cluster.conf), "-k", str(ceph_cluster.keyring), "-p", POOL,
+                    "setomapval", "rgwkeeper.journal", RATIO_KEY, entry.to_json()], check=True, timeout=30)
+    try:
+        ceph_cluster.ceph("osd", "set-full-ratio", str(raised))  # what the killed purge had set
+        dry = rgwkeeper(config, "restore", "--dry-run")
+        proc = rgwkeeper(config, "restore")
+        after = ratios(ceph_cluster)["full"]
+        left = journal_ratio_entry(ceph_cluster)
+    finally:
+        ceph_cluster.ceph("osd", "set-full-ratio", f"{original:.4f}")
+    assert f"ceph osd set-full-ratio {ratio_text(original)}" in dry.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert abs(after - original) < 1e-5 and not left
