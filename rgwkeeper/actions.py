@@ -149,14 +149,17 @@ class CompactOsd:
 
 @dataclass(frozen=True)
 class RunExpire:
-    """Run the configured expiry rules now: ``rgwkeeper expire --yes`` (the purge engine)."""
+    """Run the configured expiry rules now: ``rgwkeeper expire --yes`` (the purge engine), on a
+    full cluster with ``--raise-full-ratio`` (fill.expire_raise_full_ratio)."""
 
     reason: str = ""
+    raise_full_ratio: float | None = None
 
     key = "expire"
 
     def args(self) -> list[str]:
-        return ["expire", "--yes", "--json"]
+        extra = ["--raise-full-ratio", f"{self.raise_full_ratio:.6g}"] if self.raise_full_ratio is not None else []
+        return ["expire", "--yes", "--json", *extra]
 
     def command(self) -> str:
         return shlex.join(["rgwkeeper", *self.args()])

@@ -226,6 +226,14 @@ class PurgeSection:
         "--bucket` while another lifecycle worker (RGW's own, during rgw_lifecycle_work_time) holds the "
         "bucket's lifecycle entry; lc process skips such a bucket and still exits 0. Quincy and later (Pacific "
         "expire works from a listing instead).", min=0.0, max=86400.0)
+    max_full_ratio: float = opt(
+        0.97, "The highest full ratio `purge --raise-full-ratio` and `expire --raise-full-ratio` may set on a full "
+        "cluster (OSD_FULL / POOL_FULL): the raise is journaled, and given back after the run.",
+        min=0.5, max=0.99)
+    full_wait: float = opt(
+        60.0, "Seconds a direct purge on a full cluster, after removing head objects with librados' full-try "
+        "flag, waits for usage to fall below the full ratio before the steps that need RGW to write; if it "
+        "does not, it stops and says what is left.", min=0.0, max=3600.0)
     lifecycle_rules: list[dict] = opt(
         [], "Expiration rules `rgwkeeper expire` installs, each a table: bucket (name or glob), prefix, days, "
         "tags (table), noncurrent_days, expired_delete_markers, abort_multipart_days, larger_than and "
@@ -258,6 +266,10 @@ class FillSection:
         "--yes), once per crossing. Unset: never.", min=0.0, max=1.0)
     rate_window_s: float = opt(3600.0, "Seconds of fill samples the projected time to nearfull is fitted on.",
                                min=60.0, max=30 * 86400.0)
+    expire_raise_full_ratio: float | None = opt(
+        None, "On a full cluster (OSD_FULL / POOL_FULL) the fill-triggered expiry needs RGW to write: run it with "
+        "`--raise-full-ratio` this value (at most purge.max_full_ratio). Unset: the expiry is refused on a full "
+        "cluster and the daemon says so.", min=0.5, max=0.99)
 
 
 @dataclass(frozen=True)
@@ -433,6 +445,11 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     r = sections.get("rgw")
     if r is not None and r.endpoint is not None and endpoint_problem(r.endpoint):
         out.append(f"rgw.endpoint: {endpoint_problem(r.endpoint)}")
+    fl = sections.get("fill")
+    if fl is not None and pu is not None and fl.expire_raise_full_ratio is not None \
+            and fl.expire_raise_full_ratio > pu.max_full_ratio:
+        out.append(f"fill.expire_raise_full_ratio ({fl.expire_raise_full_ratio}) must not be above "
+                   f"purge.max_full_ratio ({pu.max_full_ratio})")
     pg = sections.get("purge")
     if pg is not None and pg.lifecycle_rules:
         from rgwkeeper.purge.lifecycle import rule_problems

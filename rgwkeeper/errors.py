@@ -64,6 +64,10 @@ class CephError(RgwkeeperError):
         return errno_mod.errorcode.get(abs(self.ret))
 
 
+class ClusterFull(RgwkeeperError):
+    """The cluster is full (OSD_FULL / POOL_FULL) and the work needs RGW to write; nothing was changed."""
+
+
 class CephUnreachable(CephError):
     """No monitor answered within the timeout."""
 

@@ -322,6 +322,7 @@ class Executor:
         restorers: dict[str, Callable[[Override, bool], Awaitable[ActionResult]]] = {
             "config": self._restore_config,
             "flag": self._restore_flag,
+            "ratio": self._restore_ratio,
         }
         restorer = restorers.get(e.kind)
         if restorer is None:
@@ -391,3 +392,14 @@ class Executor:
                             holder=e.holder)
                 dropped.append(e.name)
         return dropped
+    async def _restore_ratio(self, e: Override, force: bool) -> ActionResult:
+        """A full ratio a purge raised: given back only if the live ratio is still the one it set,
+        and not while the purge that raised it still renews its lease (it gives it back itself)."""
+        from rgwkeeper import fullratio
+
+        if e.holder != self.holder and e.lease_until > self.wall_clock():
+            return ActionResult(e.restore_command(), True, f"held by {e.holder} (a running purge) until its lease "
+                                "ends; it gives the ratio back itself", changed=False, status="held")
+        ok, detail = await fullratio.give_back(self.rados, self.journal, e, force=force)
+        status = "restored" if ok else ("left" if "changed by someone else" in detail else "failed")
+        return ActionResult(e.restore_command(), ok, detail, status=status)

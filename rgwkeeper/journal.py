@@ -33,8 +33,8 @@ LEADER_OBJECT = "rgwkeeper.leader"
 class Override:
     """One setting the daemon changed. ``original_present`` False means "was not set"."""
 
-    key: str  # "config/osd/osd_scrub_sleep" or "flag/nodeep-scrub"
-    kind: str  # "config" or "flag"
+    key: str  # "config/osd/osd_scrub_sleep", "flag/nodeep-scrub" or "ratio/full_ratio"
+    kind: str  # "config", "flag" or "ratio" (an OSDMap fill ratio; values are strings like "0.95")
     who: str  # config section ("osd"), or "" for flags
     name: str  # option name, or the flag
     original_present: bool
@@ -58,6 +58,8 @@ class Override:
         """The exact ceph command that gives the original back."""
         if self.kind == "flag":
             return "(flag was already set before; leave it)" if self.original_present else f"ceph osd unset {self.name}"
+        if self.kind == "ratio":
+            return f"ceph osd set-{self.name.replace('_', '-')} {self.original_value}"
         if self.original_present:
             return f"ceph config set {self.who} {self.name} {self.original_value}"
         return f"ceph config rm {self.who} {self.name}"
@@ -94,6 +96,12 @@ class Journal:
         self.store = store
 
     # -- overrides ---------------------------------------------------------------------------
+    def ensure(self) -> None:
+        """Create the journal object if it is missing. On a full cluster an omap write to an
+        existing object still goes through (full-try) but creating one gets ENOSPC, so it must
+        exist before the cluster fills up (docs/purge.md, "Full cluster")."""
+        self.store.omap_set(JOURNAL_OBJECT, {})
+
     def overrides(self) -> dict[str, Override]:
         return {k: Override.from_json(v) for k, v in self.store.omap_get_all(JOURNAL_OBJECT).items()}
 

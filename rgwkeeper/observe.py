@@ -21,7 +21,7 @@ from rgwkeeper.config import Config
 from rgwkeeper.errors import CephError
 
 if TYPE_CHECKING:
-    from rgwkeeper.snapshot import Snapshot
+    from rgwkeeper.snapshot import FullState, Snapshot
 
 CLUSTER_COMMANDS: dict[str, dict[str, Any]] = {
     "status": {"prefix": "status"},
@@ -96,8 +96,14 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
                         guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits())]
     if adapters.admin_api is not None:
         tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
-    if adapters.radosgw_admin is not None:
-        tasks.append(guarded("radosgw-admin reshard list", adapters.radosgw_admin.reshard_list()))
+    reshard_list = adapters.radosgw_admin is not None and not _full(raw)
+    if reshard_list:
+        tasks.append(guarded("radosgw-admin reshard list", adapters.radosgw_admin.reshard_list()))  # type: ignore[union-attr]
+    elif adapters.radosgw_admin is not None:
+        # Measured on 16.2.15: on a full cluster `reshard list` waits for a write until killed,
+        # while zonegroup get and the admin API's bucket stats answer (docs/purge.md, "Full cluster").
+        errors.append({"source": "radosgw-admin reshard list",
+                       "error": "not run: the cluster is full and it would wait for a write"})
     osd_results, limit, reshard, *rest = await asyncio.gather(*tasks)
 
     raw["osd_bluefs"] = {str(i): perf for i, perf, _ in osd_results if perf is not None}
@@ -105,9 +111,25 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
     raw["rgw_limit"] = limit
     raw["reshard_limits"] = reshard
     raw["buckets"] = rest[0] if adapters.admin_api is not None else None
-    raw["reshard_queue"] = rest[-1] if adapters.radosgw_admin is not None else None
+    raw["reshard_queue"] = rest[-1] if reshard_list else None
     raw["collect_seconds"] = round(time.monotonic() - t0, 3)
     return raw
+
+
+def _full(raw: dict[str, Any]) -> bool:
+    from rgwkeeper.snapshot import parse_full_state
+
+    return parse_full_state(raw["health"], raw["osd_dump"]).full
+
+
+async def read_full_state(rados: RadosAdapter) -> "FullState":
+    """Is the cluster full? Three mon reads, which answer normally on a full cluster."""
+    from rgwkeeper.snapshot import parse_full_state
+
+    health, osd_dump, osd_df = await asyncio.gather(
+        rados.acommand(CLUSTER_COMMANDS["health"]), rados.acommand(CLUSTER_COMMANDS["osd_dump"]),
+        rados.acommand(CLUSTER_COMMANDS["osd_df"]))
+    return parse_full_state(health, osd_dump, osd_df)
 
 
 async def snapshot(adapters: Adapters, config: Config) -> tuple["Snapshot", dict[str, Any]]:

@@ -17,6 +17,10 @@ OSD_NEARFULL = "OSD_NEARFULL"
 OSD_BACKFILLFULL = "OSD_BACKFILLFULL"
 OSD_FULL = "OSD_FULL"
 POOL_NEARFULL = "POOL_NEARFULL"
+POOL_FULL = "POOL_FULL"
+#: Health codes that mean writes are blocked: the OSDs refuse every op without librados'
+#: full-try flag until usage is below the full ratio (docs/purge.md, "Full cluster").
+FULL_CODES = (OSD_FULL, POOL_FULL)
 OSDMAP_FLAGS = "OSDMAP_FLAGS"
 PG_NOT_DEEP_SCRUBBED = "PG_NOT_DEEP_SCRUBBED"
 
@@ -32,6 +36,83 @@ class FullRatios:
     nearfull_ratio: float
     backfillfull_ratio: float
     full_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class FullState:
+    """Is the cluster full (writes blocked), where, and how far from each ratio.
+
+    Keyed on the health codes OSD_FULL / POOL_FULL; which OSDs and pools are full comes from
+    the OSDMap (an OSD's state and a pool's flags say "full"), never from the checks' text.
+    """
+
+    codes: tuple[str, ...]  # OSD_FULL / POOL_FULL, as present in health detail
+    full_osds: tuple[int, ...]
+    full_pools: tuple[str, ...]
+    ratios: FullRatios
+    fullest_osd: int | None
+    fullest_used_ratio: float | None  # from `osd df`; None when it was not read
+
+    @property
+    def full(self) -> bool:
+        return bool(self.codes)
+
+    def where(self) -> str:
+        """``osd.1 full; pools a, b full; fullest osd.1 19.2% used (full_ratio 8.0%)``."""
+        r = self.ratios
+        parts = []
+        if self.full_osds:
+            parts.append(", ".join(f"osd.{o}" for o in self.full_osds) + " full")
+        if self.full_pools:
+            shown = ", ".join(self.full_pools[:4]) + (f" and {len(self.full_pools) - 4} more"
+                                                       if len(self.full_pools) > 4 else "")
+            parts.append(f"pool(s) {shown} full")
+        if self.fullest_osd is not None and self.fullest_used_ratio is not None:
+            parts.append(f"fullest osd.{self.fullest_osd} {self.fullest_used_ratio:.1%} used against nearfull "
+                         f"{r.nearfull_ratio:.1%} / backfillfull {r.backfillfull_ratio:.1%} / full {r.full_ratio:.1%}")
+        else:
+            parts.append(f"full_ratio {r.full_ratio:.1%}")
+        return "; ".join(parts)
+
+    def describe(self) -> str:
+        return f"the cluster is full ({', '.join(self.codes)}): {self.where()}"
+
+    def advice(self) -> str:
+        return ("writes wait until usage is below the full ratio: free space with `rgwkeeper purge BUCKET "
+                "--raise-full-ratio R` (a small temporary raise, journaled and given back), or raise it "
+                "yourself with `ceph osd set-full-ratio R`, delete, and set it back")
+
+    def refusal(self, what: str, remedy: str = "rerun with --raise-full-ratio R (at most purge.max_full_ratio) "
+                "to raise it for this run and give it back after") -> str:
+        """The one line a purge or expiry refused on a full cluster prints."""
+        return (f"{what} refused: {self.describe()}; RGW cannot write (index, GC, metadata) until usage is below "
+                f"the full ratio: {remedy}, or run `ceph osd set-full-ratio R` yourself; nothing was changed")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"full": self.full, "codes": list(self.codes), "full_osds": list(self.full_osds),
+                "full_pools": list(self.full_pools), "ratios": asdict(self.ratios),
+                "fullest_osd": self.fullest_osd, "fullest_used_ratio": self.fullest_used_ratio,
+                "summary": self.describe() if self.full else "not full",
+                "advice": self.advice() if self.full else None}
+
+
+def parse_ratios(osd_dump: Mapping[str, Any]) -> FullRatios:
+    return FullRatios(nearfull_ratio=float(osd_dump["nearfull_ratio"]),
+                      backfillfull_ratio=float(osd_dump["backfillfull_ratio"]),
+                      full_ratio=float(osd_dump["full_ratio"]))
+
+
+def parse_full_state(health: Mapping[str, Any], osd_dump: Mapping[str, Any],
+                     osd_df: Mapping[str, Any] | None = None) -> FullState:
+    """The full state from ``health detail``, ``osd dump`` and (optionally) ``osd df``. Pure."""
+    codes = tuple(c for c in FULL_CODES if c in (health.get("checks") or {}))
+    full_osds = tuple(sorted(int(o["osd"]) for o in osd_dump.get("osds", []) if "full" in (o.get("state") or ())))
+    full_pools = tuple(p["pool_name"] for p in osd_dump.get("pools", [])
+                       if "full" in str(p.get("flags_names", "")).split(","))
+    fullest = max(((int(n["id"]), int(n.get("kb_used", 0)) / int(n["kb"])) for n in (osd_df or {}).get("nodes", [])
+                   if int(n.get("kb", 0) or 0) > 0), key=lambda x: x[1], default=None)
+    return FullState(codes=codes, full_osds=full_osds, full_pools=full_pools, ratios=parse_ratios(osd_dump),
+                     fullest_osd=fullest[0] if fullest else None, fullest_used_ratio=fullest[1] if fullest else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +259,7 @@ class Snapshot:
     max_dynamic_shards: int = 1999  # rgw_max_dynamic_shards
     multisite: bool = False  # the zonegroup has more than one zone
     errors: tuple[ObserveError, ...] = field(default=())
+    full: FullState | None = None  # None only for snapshots built by hand
 
     # -- derived views ---------------------------------------------------------------------
     @property
@@ -209,6 +291,7 @@ class Snapshot:
             "spilled_osds": [b.osd_id for b in self.spilled_osds],
             "op_queues": list(self.scrub.op_queues),
         }
+        out["full"] = self.full.to_dict() if self.full is not None else None
         return _jsonable(out)
 
 
@@ -239,11 +322,7 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         versions={k: dict(v) for k, v in (raw.get("versions") or {}).items()},
         health_status=raw["health"].get("status", "UNKNOWN"),
         checks=parse_checks(raw["health"]),
-        ratios=FullRatios(
-            nearfull_ratio=float(osd_dump["nearfull_ratio"]),
-            backfillfull_ratio=float(osd_dump["backfillfull_ratio"]),
-            full_ratio=float(osd_dump["full_ratio"]),
-        ),
+        ratios=parse_ratios(osd_dump),
         raw=_raw_fill(raw["df"]["stats"]),
         pools=tuple(_pool_fill(p, pools_meta.get(p["id"], {})) for p in raw["df"].get("pools", [])),
         osds=parse_osds(osd_dump, raw.get("osd_df") or {}),
@@ -258,6 +337,7 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         max_dynamic_shards=int((raw.get("reshard_limits") or {}).get("rgw_max_dynamic_shards") or 1999),
         multisite=int((raw.get("reshard_limits") or {}).get("zonegroup_zones") or 1) > 1,
         errors=tuple(ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])),
+        full=parse_full_state(raw["health"], osd_dump, raw.get("osd_df")),
     )
 
 

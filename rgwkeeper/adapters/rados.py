@@ -183,11 +183,21 @@ def _connect_error(exc: BaseException, access: ClusterAccess) -> Exception:
     return CephUnreachable(f"connect to the cluster in {access.conf}", str(exc)[:300])
 
 
+def full_try(ioctx: Any) -> Any:
+    """Let this ioctx's operations through on a full cluster (librados' FULL_TRY, what
+    ``rados --force-full`` sets): without it every write, a removal too, waits until usage is
+    below the full ratio (measured on 16.2.15; docs/purge.md, "Full cluster")."""
+    ioctx.set_osdmap_full_try()
+    return ioctx
+
+
 class ObjectStore:
     """Objects, omap and advisory locks in one pool, through a connected RadosAdapter.
 
     Used for the daemon's journal (an omap object) and its leader lock. Every call runs on
-    the adapter's thread pool with the adapter's timeout.
+    the adapter's thread pool with the adapter's timeout. The ioctx is full-try: the daemon
+    must keep its lock and journal (and so restore what it changed) on a full cluster, and
+    these few small omap and lock writes are what Ceph's reserve above the full ratio is for.
     """
 
     def __init__(self, rados: RadosAdapter, pool: str) -> None:
@@ -203,7 +213,7 @@ class ObjectStore:
                 if self._ioctx is None:
                     if self.rados._cluster is None:
                         raise CephError(what, "not connected")
-                    self._ioctx = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+                    self._ioctx = full_try(self.rados._cluster.open_ioctx(self.pool))  # type: ignore[attr-defined]
                 return fn(self._ioctx)
             except rados_mod.ObjectNotFound as exc:
                 raise _NotFoundError(f"{self.pool}/{what}", str(exc)[:200], ret=-errno.ENOENT) from None
@@ -346,25 +356,23 @@ class BulkObjects:
     ``<marker>___k``, locator ``<marker>__k`` on 16.2.15). The locator is per-ioctx state in librados, so
     those go through a second ioctx under a lock. Every aio op is bounded by
     ``rados_osd_op_timeout`` (set from the access timeout), and every batch as a whole.
+    Removals go through ioctxs of their own with full-try set (:func:`full_try`), so they free
+    space on a full cluster; nothing else is sent with that flag.
     """
 
     def __init__(self, rados: RadosAdapter, pool: str) -> None:
         self.rados = rados
         self.pool = pool
-        self._io: Any = None
-        self._loc_io: Any = None
+        self._ios: dict[tuple[bool, bool], Any] = {}  # (located, full_try) -> ioctx
         self._loc_lock = threading.Lock()
 
-    def _ioctx(self, located: bool) -> Any:
+    def _ioctx(self, located: bool, removal: bool = False) -> Any:
         if self.rados._cluster is None:
             raise CephError(self.pool, "not connected")
-        if located:
-            if self._loc_io is None:
-                self._loc_io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
-            return self._loc_io
-        if self._io is None:
-            self._io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
-        return self._io
+        if (located, removal) not in self._ios:
+            io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+            self._ios[located, removal] = full_try(io) if removal else io
+        return self._ios[located, removal]
 
     async def _call(self, what: str, fn: Callable[[], Any], timeout: float) -> Any:
         rados_error, not_found = _rados_errors()
@@ -387,7 +395,8 @@ class BulkObjects:
         t = self.rados.access.timeout_s
         return t * (2 + n / max(1, window))
 
-    def _windowed(self, objs: list[tuple[str, str]], window: int, submit: Callable[..., None]) -> list[tuple[int, Any]]:
+    def _windowed(self, objs: list[tuple[str, str]], window: int, submit: Callable[..., None],
+                  removal: bool = False) -> list[tuple[int, Any]]:
         results: list[tuple[int, Any]] = [(0, None)] * len(objs)
         slots = threading.Semaphore(window)
         wait_s = self.rados.access.timeout_s + 5
@@ -406,14 +415,14 @@ class BulkObjects:
             take()
             if locator:
                 with self._loc_lock:
-                    io = self._ioctx(True)
+                    io = self._ioctx(True, removal)
                     io.set_locator_key(locator)
                     try:
                         submit(io, oid, done(i))
                     finally:
                         io.set_locator_key("")
             else:
-                submit(self._ioctx(False), oid, done(i))
+                submit(self._ioctx(False, removal), oid, done(i))
         for _ in range(window):
             take()
         return results
@@ -437,7 +446,7 @@ class BulkObjects:
     async def remove_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:
         """Remove each object; returns each return code (0, or -ENOENT if it was already gone)."""
         def run() -> list[int]:
-            res = self._windowed(objs, window, lambda io, oid, cb: io.aio_remove(oid, oncomplete=cb))
+            res = self._windowed(objs, window, lambda io, oid, cb: io.aio_remove(oid, oncomplete=cb), removal=True)
             return [ret for ret, _ in res]
 
         return await self._call(f"remove {len(objs)} objects", run, self._batch_timeout(len(objs), window))
@@ -491,7 +500,6 @@ class BulkObjects:
             pass
 
     def close(self) -> None:
-        for io in (self._io, self._loc_io):
-            if io is not None:
-                self.rados.submit(io.close)
-        self._io = self._loc_io = None
+        for io in self._ios.values():
+            self.rados.submit(io.close)
+        self._ios = {}

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import math
+import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -14,11 +18,14 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
+from rgwkeeper.adapters.rados import ObjectStore
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_bytes, human_duration
 from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
-from rgwkeeper.errors import RgwkeeperError, UsageError
+from rgwkeeper.errors import ClusterFull, RgwkeeperError, UsageError
+from rgwkeeper.journal import Journal
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
@@ -82,6 +89,48 @@ class Terminated(RgwkeeperError):
     exit_code = 128 + signal.SIGTERM
 
 
+def _check_full_ratio(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and 0 < value < 1):
+        raise click.BadParameter(f"must be a fraction between 0 and 1 (e.g. 0.96), got {value}")
+    return value
+
+
+_RAISE_HELP = ("on a full cluster (OSD_FULL / POOL_FULL), raise the full ratio to this for the run (at most "
+               "purge.max_full_ratio), journaled first and given back after it; without it a full cluster "
+               "refuses at once")
+
+
+@contextlib.contextmanager
+def _ratio_journal(io: purge_api.PurgeIO, pool: str, raise_to: float | None) -> Any:
+    """The daemon's journal, where a raise of the full ratio is recorded before it is made."""
+    if raise_to is None:
+        yield None
+        return
+    if pool not in (io.rados.command({"prefix": "osd pool ls"}) or []):
+        raise ClusterFull(f"--raise-full-ratio journals the raise in the daemon's pool {pool!r} (daemon.pool), "
+                          "which does not exist: start the daemon once, or raise the ratio by hand; nothing "
+                          "was changed")
+    store = ObjectStore(io.rados, pool)
+    try:
+        yield Journal(store)
+    finally:
+        store.close()
+
+
+def _holder() -> str:
+    return f"purge@{socket.gethostname()}:{os.getpid()}"
+
+
+def _full_lines(prepared: purge_api.Prepared, pool: str) -> list[str]:
+    full = prepared.full
+    if full is None or not full.full:
+        return []
+    lines = [f"cluster: {full.describe()}"]
+    if prepared.raise_full_ratio is not None:
+        lines += fullratio.plan_lines(full, prepared.raise_full_ratio, pool)
+    return lines
+
+
 def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``asyncio.run``, with SIGTERM cancelling the work as Ctrl-C does: a purge then saves its
     checkpoint and puts back what it must (a lifecycle purge's rule) before the process ends,
@@ -118,12 +167,13 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--max-rate", type=FiniteFloat(0, MAX_PURGE_RATE), default=None, callback=_check_rate,
               help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
                    "[default: purge.max_objects_per_second]")
+@click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
 def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than: int | None,
-          smaller_than: int | None, method: str, max_rate: float | None, dry_run: bool, yes: bool, as_json: bool,
-          **kwargs: Any) -> None:
+          smaller_than: int | None, method: str, max_rate: float | None, raise_full_ratio: float | None,
+          dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
@@ -139,8 +189,12 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
     io = purge_api.open_io(access, purge_cfg)
     try:
         store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
-        prepared = _run_async(purge_api.prepare, request, io, purge_cfg=purge_cfg, store=store)
+        prepared = _run_async(purge_api.prepare, request, io, purge_cfg=purge_cfg, store=store,
+                              raise_full_ratio=raise_full_ratio)
         plan = prepared.plan
+        if raise_full_ratio is not None and prepared.raise_full_ratio is None:
+            click.echo("rgwkeeper: note: the cluster is not full; --raise-full-ratio is not used", err=True)
+        full_lines = _full_lines(prepared, cfg.daemon.pool)
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
@@ -154,12 +208,17 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
                        f"{plan.method}: it runs at RGW's own pace", err=True)
         if dry_run:
             if as_json:
+                raise_to = prepared.raise_full_ratio
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
-                           "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None})
+                           "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None,
+                           "full": prepared.full.to_dict() if prepared.full else None,
+                           "full_ratio_commands": [fullratio.set_command(raise_to),
+                                                   fullratio.set_command(prepared.full.ratios.full_ratio)]
+                           if raise_to is not None and prepared.full else []})
             else:
                 if prepared.resuming:
                     click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
-                click.echo("\n".join(plan.show(io.rgw.argv)))
+                click.echo("\n".join([*full_lines, *plan.show(io.rgw.argv)]))
                 if capped:
                     click.echo(f"rate cap: at most {cap:g} objects/s")
                 click.echo("dry run: nothing was changed")
@@ -177,9 +236,12 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
             whole = request.whole_bucket and not prepared.resuming
             lines.append(f"  at most {cap:g} objects/s" +
                          (f": about {human_duration(p.num_objects / cap)}" if whole else ""))
-        _confirm(lines, p.bucket, yes)
-        with _Bar(enabled=True) as bar:
-            report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update)
+        lines += [f"  {line}" for line in full_lines]
+        with _ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
+            _confirm(lines, p.bucket, yes)
+            with _Bar(enabled=True) as bar:
+                report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update,
+                                    journal=journal, holder=_holder(), lease_s=cfg.daemon.lease_s)
     finally:
         purge_api.close_io(io)
     _report(report, as_json, plan)
@@ -221,13 +283,14 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
 @click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Reef and later)")
 @click.option("--smaller-than", type=Size(), help="only objects smaller than this (Reef and later)")
 @click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
+@click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--dry-run", is_flag=True, help="print the rules and commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_days: int | None,
            expired_delete_markers: bool, abort_multipart_days: int | None, tags: tuple[str, ...],
-           larger_than: int | None, smaller_than: int | None, no_run: bool, dry_run: bool, yes: bool,
-           as_json: bool, **kwargs: Any) -> None:
+           larger_than: int | None, smaller_than: int | None, no_run: bool, raise_full_ratio: float | None,
+           dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
     """Install S3 lifecycle expiration rules and run them now (radosgw-admin lc process --bucket).
 
     Rules come from the options (for BUCKET), or from purge.lifecycle_rules in the config
@@ -256,8 +319,15 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
     io = purge_api.open_io(access, cfg.purge)
     failures: list[BucketFailure] = []
     try:
-        results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
-                             dry_run=dry_run, yes=yes, as_json=as_json, failures=failures)
+        full = _run_async(purge_api.full_gate, io, "expire", raise_full_ratio, cfg.purge.max_full_ratio)
+        raise_to = raise_full_ratio if full.full else None
+        if dry_run and raise_to is not None and not as_json:
+            click.echo("\n".join([f"cluster: {full.describe()}", *fullratio.plan_lines(full, raise_to, cfg.daemon.pool)]))
+        with _ratio_journal(io, cfg.daemon.pool, None if dry_run else raise_to) as journal:
+            results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
+                                 dry_run=dry_run, yes=yes, as_json=as_json,
+                                 failures=failures,
+                                 raised=_raised(io, journal, raise_to, "expire", cfg.daemon.lease_s))
     finally:
         purge_api.close_io(io)
     if dry_run:
@@ -317,9 +387,17 @@ def _tags(tags: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _raised(io: purge_api.PurgeIO, journal: Journal | None, raise_to: float | None, reason: str,
+            lease_s: float) -> Any:
+    """The block a change runs in: the full ratio raised for it (journaled, given back), or nothing."""
+    if raise_to is None or journal is None:
+        return contextlib.nullcontext()
+    return fullratio.raised(io.rados, journal, raise_to, holder=_holder(), lease_s=lease_s, reason=reason)
+
+
 async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
                       io: purge_api.PurgeIO, cfg: Any, *, no_run: bool, dry_run: bool, yes: bool,
-                      as_json: bool, failures: list[BucketFailure]) -> list[ExpireResult]:
+                      as_json: bool, failures: list[BucketFailure], raised: Any = None) -> list[ExpireResult]:
     """Plan, confirm and apply. With no BUCKET (every bucket the configured rules match), a
     bucket that cannot be planned or applied is reported in ``failures`` and the others go on:
     one bad bucket must not stop the daemon's fill-triggered expiry of all the rest."""
@@ -370,10 +448,11 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
         return []
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
     results = []
-    for x in plans:
-        try:
-            results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
-                                              busy_wait_s=cfg.purge.lc_busy_wait))
-        except RgwkeeperError as exc:
-            failed(x.profile.bucket, "apply", exc)
+    async with raised or contextlib.nullcontext():
+        for x in plans:
+            try:
+                results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
+                                                  busy_wait_s=cfg.purge.lc_busy_wait))
+            except RgwkeeperError as exc:
+                failed(x.profile.bucket, "apply", exc)
     return results

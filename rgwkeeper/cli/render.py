@@ -60,6 +60,9 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
     if snap.checks:
         header.append("  " + " ".join(sorted(snap.checks)), style="yellow")
     console.print(header)
+    if snap.full is not None and snap.full.full:
+        console.print(Panel(Group(Text(snap.full.describe(), style="bold red"), Text("what to do: " + snap.full.advice())),
+                            title="FULL: writes are blocked", title_align="left", border_style="red"))
     console.print(_fill(snap))
     console.print(_spillover(snap))
     console.print(_scrub(snap))

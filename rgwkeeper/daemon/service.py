@@ -190,6 +190,10 @@ class Service:
             return "standby"
         ex = self.executor()
         if not was_leader:
+            # The journal object must exist before the cluster is full: then creating it gets
+            # ENOSPC while writes to it still go through (docs/purge.md, "Full cluster").
+            with contextlib.suppress(CephError):
+                self.journal.ensure()
             # A new leader gives back whatever a previous leader (or our own killed
             # predecessor) left, then decides afresh from what it observes.
             results = await ex.restore()

@@ -70,11 +70,20 @@ def decide(snap: Snapshot, s: FillSection, memory: Mapping[str, Any], *, now: fl
     actions: tuple[RunExpire, ...] = ()
     expiring = bool(memory.get("expiry_started"))
     reason = f"raw {snap.raw.used_ratio:.1%} used, nearfull at {nearfull:.1%}"
+    full = snap.full if snap.full is not None and snap.full.full else None
     if s.expire_at_ratio is not None:
-        if not expiring and snap.raw.used_ratio >= s.expire_at_ratio:
-            actions = (RunExpire(f"raw fill {snap.raw.used_ratio:.1%} crossed {s.expire_at_ratio:.1%}"),)
+        if not expiring and snap.raw.used_ratio >= s.expire_at_ratio and full and s.expire_raise_full_ratio is None:
+            # Expiry needs RGW to write (lifecycle rules, index, GC): on a full cluster it would
+            # wait until killed. Not started, so it runs once the cluster is below full again.
+            reason += "; " + full.refusal("the configured expiry", "set fill.expire_raise_full_ratio to let the "
+                                     "daemon raise the full ratio for it")
+        elif not expiring and snap.raw.used_ratio >= s.expire_at_ratio:
+            raise_to = s.expire_raise_full_ratio if full else None
+            actions = (RunExpire(f"raw fill {snap.raw.used_ratio:.1%} crossed {s.expire_at_ratio:.1%}",
+                                 raise_full_ratio=raise_to),)
             expiring = True
-            reason += f"; starting the configured expiry (crossed {s.expire_at_ratio:.1%})"
+            reason += f"; starting the configured expiry (crossed {s.expire_at_ratio:.1%})" + (
+                f" with the full ratio raised to {raise_to:.6g}: {full.describe()}" if full else "")
         elif expiring and snap.raw.used_ratio < s.expire_at_ratio - s.hysteresis:
             expiring = False  # re-arm once fill has dropped clear of the level
     mem = {"alerts": alerts, "samples": samples, "expiry_started": expiring}

@@ -26,11 +26,16 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter, make_client
-from rgwkeeper.errors import UsageError
+from rgwkeeper.errors import ClusterFull, UsageError
+from rgwkeeper import fullratio
+from rgwkeeper.journal import Journal
+from rgwkeeper.observe import read_full_state
+from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
+from rgwkeeper.purge.plan import free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
 from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
@@ -89,7 +94,7 @@ def settings_from(purge_cfg: Any) -> Settings:
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
                     rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,
                     checkpoint_interval_s=purge_cfg.checkpoint_interval,
-                    max_objects_per_second=purge_cfg.max_objects_per_second)
+                    max_objects_per_second=purge_cfg.max_objects_per_second, full_wait_s=purge_cfg.full_wait)
 
 
 @dataclass
@@ -98,21 +103,49 @@ class Prepared:
     checkpoint: Checkpoint
     state: State | None  # None: a new purge; else the one being resumed
     ignored: list[str]  # checkpoints not resumed, and why
+    full: FullState | None = None  # read before planning
+    raise_full_ratio: float | None = None  # the cluster is full and the operator asked for this raise
 
     @property
     def resuming(self) -> bool:
         return self.state is not None
 
 
+async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_full_ratio: float, *,
+                    may_free: bool = False) -> FullState:
+    """Read whether the cluster is full (three mon reads that answer when it is) before anything
+    else: on a full cluster work that needs RGW to write is refused at once unless a raise of the
+    full ratio was asked for, and that raise is checked against its bounds. ``may_free``: the
+    caller may still choose the direct method, which frees space without RGW, and decides later."""
+    full = await read_full_state(io.rados)
+    if full.full:
+        if raise_full_ratio is None:
+            if may_free:
+                return full
+            raise ClusterFull(full.refusal(what))
+        fullratio.check_raise(raise_full_ratio, full, max_full_ratio)
+    return full
+
+
 async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: CheckpointStore,
-                  now: float | None = None) -> Prepared:
+                  now: float | None = None, raise_full_ratio: float | None = None) -> Prepared:
     """Resume the unfinished purge this same request left (same bucket instance), or plan anew.
 
-    Read-only: nothing is written (not even the state directory) until :func:`execute`.
+    Read-only: nothing is written (not even the state directory) until :func:`execute`. On a
+    full cluster it refuses (ClusterFull) unless ``raise_full_ratio`` is given.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
     # First: "older than 3s" counts from when the command ran, not from after the profile.
     clock = await read_rgw_clock(io.s3, request.bucket) if request.older_than_s is not None else None
+    what = f"purge of {request.bucket!r}"
+    full = await full_gate(io, what, raise_full_ratio, purge_cfg.max_full_ratio,
+                           may_free=request.method in ("auto", "direct"))
+    raise_to = raise_full_ratio if full.full else None
+    free = full.full and raise_to is None  # only the direct method goes on, freeing space first
+
+    def refuse_unless_it_frees(p: Plan) -> None:
+        if free and not any(s.kind == "free_while_full" for s in p.steps):
+            raise ClusterFull(full.refusal(what + f" (method {p.method})"))
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
                                                              admin_api=io.admin_api)
@@ -128,7 +161,8 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
             raise UsageError(
                 f"an unfinished purge of {request.bucket!r} ({old.request.describe()}, method {old.method}) is "
                 f"recorded in {cp.path}; run that same command to finish it, or move the file away")
-        return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored)
+        refuse_unless_it_frees(old)
+        return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored, full=full, raise_full_ratio=raise_to)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
     scope = await read_prefix_scope(io.s3, request.bucket, request.prefix) if request.prefix else None
@@ -137,12 +171,27 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
         now = clock.rgw_s if clock is not None else time.time()
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
                 now=now, clock=clock, prefix_scope=scope)
+    if free and new.method == "direct":
+        new = free_first(new, purge_cfg.full_wait)
+    refuse_unless_it_frees(new)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
-                    state=None, ignored=ignored)
+                    state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
 
 
-async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
-    """Execute a prepared purge under its checkpoint (lock, resume count, save)."""
+async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None,
+              journal: Journal | None = None, holder: str = "", lease_s: float = 90.0) -> PurgeReport:
+    """Execute a prepared purge under its checkpoint (lock, resume count, save). With a raise of
+    the full ratio prepared, it is journaled in ``journal`` first and given back on every path."""
+    if prepared.raise_full_ratio is None:
+        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+    if journal is None:
+        raise ValueError("a raise of the full ratio needs the journal")
+    async with fullratio.raised(io.rados, journal, prepared.raise_full_ratio, holder=holder, lease_s=lease_s,
+                                reason=f"purge of {prepared.plan.profile.bucket}"):
+        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+
+
+async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
     store_dir = prepared.checkpoint.path.parent
     CheckpointStore(Path(store_dir)).ensure()
     cp = prepared.checkpoint

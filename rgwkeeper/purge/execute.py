@@ -30,7 +30,9 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
-from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
+from rgwkeeper.cli.render import human_bytes  # a pure formatter
+from rgwkeeper.errors import CephError, CephTimeout, ClusterFull, CephUnreachable, NotFound, UsageError
+from rgwkeeper.observe import read_full_state
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
@@ -57,6 +59,7 @@ LIFECYCLE_UNDO_TIMEOUT_S = 30.0
 _T = TypeVar("_T")
 
 PROBE_BYTES = b"\0" * 4096
+FULL_POLL_S = 2.0  # the mon clears OSD_FULL a few seconds after usage falls (OSDs report every 5 s)
 
 
 class PurgeFailed(CephError):
@@ -87,6 +90,7 @@ class Settings:
     lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
+    full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
 
     def __post_init__(self) -> None:
         # For callers of the Python API (the config's bounds hold these already): a NaN wait or
@@ -166,6 +170,7 @@ class PurgeExecutor:
             log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
                         method=plan.method, max_objects_per_second=settings.max_objects_per_second)
         self._cap = RateCap(cap, clock=clock, sleep=sleep)
+        self._sleep = sleep
         self._before_probe_s: float | None = None
         self.t0 = clock()
         self._last_save = 0.0
@@ -246,11 +251,24 @@ class PurgeExecutor:
             try:
                 return await fn()
             except (CephUnreachable, CephTimeout) as exc:
+                await self._stop_if_full(what)
                 if self.clock() + delay > deadline:
                     raise
                 log.warning("purge retrying", what=what, error=str(exc), delay_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+    async def _stop_if_full(self, what: str) -> None:
+        """A call that got no answer on a full cluster waits for a write the full flag blocks:
+        retrying it for rgw_retry_s only hides that (measured: the fence's quota PUT)."""
+        try:
+            full = await read_full_state(self.io.rados)
+        except CephError:
+            return  # the mon does not answer either: an outage, which the retry is for
+        if full.full:
+            raise ClusterFull(f"purge of {self.plan.profile.bucket!r} stopped at {what}: {full.describe()}; RGW "
+                              "cannot write until usage is below the full ratio; run the same command with "
+                              "--raise-full-ratio R to finish (it resumes from its checkpoint)")
 
     async def _s3(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._retry(what, lambda: self._thread(fn, *args, **kwargs))
@@ -380,6 +398,39 @@ class PurgeExecutor:
         quota = stats.get("bucket_quota", {})
         if not (quota.get("enabled") and quota.get("max_objects") == 0):
             raise PurgeFailed("fence writes", f"bucket quota reads back as {quota}, not enabled with 0 objects")
+
+    async def _step_free_while_full(self, step: Step) -> None:
+        """On a full cluster: remove head-only objects with librados full-try (removals free space
+        there; RGW's own writes wait), then wait a bounded time for usage to fall below the full
+        ratio before the steps that need RGW to write. Still full: stop, say what is left."""
+        p = self.plan.profile
+        assert self._data is not None
+        freed = freed_bytes = 0
+        async for entries, _ in self._pages({"strategy": "s3", "versions": False}, {}):
+            remove, _gone, _others = await self._head_only(entries)
+            rets = await self._rados_many(self._data.remove_many, [o for _, o in remove])
+            for (e, obj), ret in zip(remove, rets):
+                if ret not in (0, -errno.ENOENT):
+                    raise PurgeFailed(f"{p.data_pool}/{obj[0]} remove", errno.errorcode.get(-ret, str(ret)), ret=ret)
+                if ret == 0:
+                    freed, freed_bytes = freed + 1, freed_bytes + e["Size"]
+        # Counted as deleted by delete_objects, which finds these heads gone.
+        self._count(freed_while_full=freed, bytes_deleted=freed_bytes)
+        self._save(force=True)
+        wait_s = float(step.params.get("wait_s", self.settings.full_wait_s))
+        deadline = self.clock() + wait_s
+        while True:
+            full = await read_full_state(self.io.rados)
+            if not full.full:
+                log.info("purge: the cluster is below its full ratio again", bucket=p.bucket, freed=freed)
+                return
+            if self.clock() >= deadline:
+                raise ClusterFull(
+                    f"purge of {p.bucket!r} stopped: removed {freed:,} head-only objects ({human_bytes(freed_bytes)}) "
+                    f"with librados full-try, but after {wait_s:.0f} s {full.describe()}; left: objects with tails, "
+                    "the index and the bucket's metadata, which need RGW to write: run the same command with "
+                    "--raise-full-ratio R to finish (it resumes from its checkpoint)")
+            await self._sleep(min(FULL_POLL_S, max(0.0, deadline - self.clock())))
 
     async def _step_drop_lifecycle(self, step: Step) -> None:
         b = self.plan.profile.bucket
@@ -535,8 +586,10 @@ class PurgeExecutor:
             pending.cancel()
             await asyncio.gather(pending, return_exceptions=True)
 
-    async def _remove_heads(self, entries: list[dict[str, Any]], *, sweep: bool) -> list[dict[str, Any]]:
-        """Remove the heads of head-only objects; return the entries that must go through S3."""
+    async def _head_only(self, entries: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], Any]], int,
+                                                                        list[dict[str, Any]]]:
+        """(entries whose head holds all their data, with the head's oid; heads already gone;
+        the entries that must go through S3)."""
         p = self.plan.profile
         assert self._data is not None
         candidates, others = [], []
@@ -544,7 +597,7 @@ class PurgeExecutor:
             single_part = "-" not in e.get("ETag", "-").strip('"')
             (candidates if e["Size"] <= p.head_chunk_bytes and single_part else others).append(e)
         if not candidates:
-            return others
+            return [], 0, others
         objs = [head_oid(p.marker, e["Key"]) for e in candidates]
         sizes = await self._rados_many(self._data.stat_many, objs)
         remove, gone = [], 0
@@ -555,6 +608,15 @@ class PurgeExecutor:
                 remove.append((e, obj))
             else:
                 others.append(e)  # compressed, encrypted with padding, or tails: RGW must do it
+        return remove, gone, others
+
+    async def _remove_heads(self, entries: list[dict[str, Any]], *, sweep: bool) -> list[dict[str, Any]]:
+        """Remove the heads of head-only objects; return the entries that must go through S3."""
+        p = self.plan.profile
+        assert self._data is not None
+        remove, gone, others = await self._head_only(entries)
+        if not remove and not gone:
+            return others
         rets: list[Any] = []
         for chunk in _chunks([o for _, o in remove], self._cap.chunk(len(remove))):
             await self._cap.take(len(chunk))

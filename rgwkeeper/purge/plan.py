@@ -380,6 +380,26 @@ def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuni
     return Plan(**{**draft.__dict__, "steps": tuple(steps)})
 
 
+def free_first(plan: Plan, wait_s: float) -> Plan:
+    """The direct plan for a full cluster: first remove head-only objects with librados
+    full-try (removals free space while RGW's own writes wait), then wait up to ``wait_s`` for
+    usage to fall below the full ratio; the usual steps follow (docs/purge.md, "Full cluster")."""
+    if plan.method != "direct":
+        raise ValueError("only the direct method can free space on a full cluster without RGW")
+    p = plan.profile
+    step = Step("free_while_full",
+                "the cluster is full: remove head-only objects directly with librados full-try (what `rados rm "
+                "--force-full` does), then wait for usage to fall below the full ratio before anything that needs "
+                "RGW to write; if it does not, stop here (rerun with --raise-full-ratio R to finish)",
+                calls=(f"S3 ListObjectsV2 bucket={p.bucket} MaxKeys={plan.tuning.list_page_size}",
+                       f"librados {p.data_pool} (full-try): stat {p.marker}_<key> of head-only objects and remove "
+                       "each whose size equals the object's",
+                       f"ceph health detail / osd dump / osd df every few seconds, for at most {wait_s:.0f} s: "
+                       "OSD_FULL and POOL_FULL gone"),
+                params={"wait_s": wait_s})
+    return Plan(**{**plan.__dict__, "steps": (step, *plan.steps)})
+
+
 def _with_plan_id(step: Step, plan_id: str) -> Step:
     if step.kind != "lifecycle_apply":
         return step

@@ -245,6 +245,9 @@ class FakeLockCluster:
             def unlock(self, key, name, cookie):
                 cluster._live(key, name).pop((f"client.{n}", cookie), None)
 
+            def set_osdmap_full_try(self):
+                self.full_try = True
+
             def close(self):
                 pass
 

@@ -16,6 +16,7 @@ import datetime
 import email.utils
 import errno
 import json
+import struct
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -526,13 +527,48 @@ class FakeAdminApi:
         raise NotFound(f"GET /admin/metadata/{section}", "NoSuchKey")
 
 
-class FakeRados:
-    """The mon commands purge sends (strict)."""
+def float32(x: float) -> float:
+    """What the OSDMap stores a ratio as (0.97 reads back as 0.9700000286)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
 
-    def __init__(self, world: World) -> None:
+
+class FakeRados:
+    """The mon commands purge sends (strict). ``full`` makes the cluster the captured full one
+    (OSD_FULL, POOL_FULL); ``osd set-full-ratio`` changes the OSDMap's ratio as float32, and a
+    ratio above the fullest OSD's usage clears the full state, as on the real cluster."""
+
+    def __init__(self, world: World, *, full: bool = False, clears_after: int | None = None) -> None:
         self.w = world
+        #: The mon clears OSD_FULL / POOL_FULL some seconds after usage falls: after this many
+        #: health reads (None: never, the cluster stays full).
+        self.clears_after = clears_after
+        fx = load_fixture("full.json") if full else load_fixture("observation.json")
+        self.health, self.osd_dump, self.osd_df = (copy.deepcopy(fx[k]) for k in ("health", "osd_dump", "osd_df"))
+        self.sent: list[dict[str, Any]] = []
+
+    def set_full_ratio(self, ratio: float) -> None:
+        self.osd_dump["full_ratio"] = float32(ratio)
+        fullest = max(n["kb_used"] / n["kb"] for n in self.osd_df["nodes"])
+        if fullest < ratio:
+            self.health["checks"] = {k: v for k, v in self.health["checks"].items() if k not in ("OSD_FULL", "POOL_FULL")}
 
     async def acommand(self, cmd: dict[str, Any], **kw: Any) -> Any:
+        if cmd == {"prefix": "health", "detail": "detail"}:
+            if self.clears_after is not None:
+                self.clears_after -= 1
+                if self.clears_after < 0:
+                    self.health["checks"] = {k: v for k, v in self.health["checks"].items()
+                                             if k not in ("OSD_FULL", "POOL_FULL")}
+            return copy.deepcopy(self.health)
+        if cmd == {"prefix": "osd dump"}:
+            return copy.deepcopy(self.osd_dump)
+        if cmd == {"prefix": "osd df"}:
+            return copy.deepcopy(self.osd_df)
+        if cmd.get("prefix") == "osd set-full-ratio" and set(cmd) == {"prefix", "ratio"}:
+            self.sent.append(cmd)
+            self.w.log.append(f"ceph osd set-full-ratio {cmd['ratio']}")
+            self.set_full_ratio(float(cmd["ratio"]))
+            return None
         if cmd == {"prefix": "versions"}:
             return self.w.versions
         if cmd.get("prefix") == "config get" and cmd.get("key") in ("rgw_max_chunk_size", "rgw_lc_debug_interval"):
