@@ -133,6 +133,26 @@ class ReshardBucket:
 
 
 @dataclass(frozen=True)
+class SetMinShards:
+    """``radosgw-admin bucket set-min-shards --bucket B --num-shards N`` (Tentacle on): the count
+    below which RGW's dynamic resharding will not reduce the bucket."""
+
+    bucket: str
+    num_shards: int
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"bucket/{self.bucket}/min-shards"
+
+    def args(self) -> list[str]:
+        return ["bucket", "set-min-shards", "--bucket", self.bucket, "--num-shards", str(self.num_shards)]
+
+    def command(self) -> str:
+        return shlex.join(["radosgw-admin", *self.args()])
+
+
+@dataclass(frozen=True)
 class CompactOsd:
     """``ceph tell osd.N compact``: RocksDB compaction, which can move spilled data back."""
 
