@@ -55,8 +55,9 @@ async def read_min_num_shards(rgw: RadosgwAdmin, bucket: str) -> int:
 
 
 def _older_client(exc: CommandFailed) -> CephError:
-    # radosgw-admin before Tentacle has neither `bucket layout` nor `set-min-shards`; it prints
-    # "Unrecognized argument" and then its usage, whose last line says nothing.
+    # radosgw-admin before Tentacle has neither `bucket layout` nor `set-min-shards`: it prints
+    # "Unrecognized argument", then its usage, whose last line says nothing (docs/architecture.md,
+    # "Releases").
     if "Unrecognized argument" in exc.stderr:
         return CephError(exc.request, "this radosgw-admin is older than the cluster (no bucket layout or "
                                       "set-min-shards); run rgwkeeper where the cluster's release is installed")

@@ -110,7 +110,8 @@ def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, targe
     if not state.exists:
         actions.append(CreateBucket(bucket, reason=why))
     actions.append(ReshardBucket(bucket, wanted, reason=why))
-    # A manual reshard keeps the bucket's old minimum (1 unless pinned): pin after it.
+    # A manual reshard keeps the bucket's old minimum (1 unless pinned): pin after it
+    # (docs/architecture.md, "Releases").
     pin, note = _pin_min_shards(bucket, wanted, state.min_num_shards, release, why)
     if pin:
         actions.append(pin)
