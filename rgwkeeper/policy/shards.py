@@ -99,6 +99,10 @@ def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, targe
                          "already resharding or in RGW's reshard queue: not touching it", capped)
     if state.exists and current >= wanted:
         pin, note = _pin_min_shards(bucket, wanted, state.min_num_shards, release, why)
+        if pin and state.min_num_shards is None:
+            # Its minimum was not read (the daemon's snapshot has no `bucket layout`): a bucket
+            # sharded earlier may be pinned already, so leave it rather than pin on every pass.
+            pin, note = None, None
         return ShardPlan(bucket, True, current, wanted, (pin,) if pin else (),
                          f"has {current} shards, enough for {expected_objects:,} objects (never shrinks)", capped, note)
     if multisite and state.exists:
