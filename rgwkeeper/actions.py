@@ -114,22 +114,37 @@ class CreateBucket:
 
 
 @dataclass(frozen=True)
-class ReshardBucket:
-    """``radosgw-admin bucket reshard --bucket B --num-shards N``."""
-
+class _BucketShardsAction:
     bucket: str
     num_shards: int
     reason: str = ""
 
+    verb: ClassVar[str] = ""
+
     @property
     def key(self) -> str:
-        return f"bucket/{self.bucket}/reshard"
+        return f"bucket/{self.bucket}/{self.verb}"
 
     def args(self) -> list[str]:
-        return ["bucket", "reshard", "--bucket", self.bucket, "--num-shards", str(self.num_shards)]
+        return ["bucket", self.verb, "--bucket", self.bucket, "--num-shards", str(self.num_shards)]
 
     def command(self) -> str:
         return shlex.join(["radosgw-admin", *self.args()])
+
+
+@dataclass(frozen=True)
+class ReshardBucket(_BucketShardsAction):
+    """``radosgw-admin bucket reshard --bucket B --num-shards N``."""
+
+    verb: ClassVar[str] = "reshard"
+
+
+@dataclass(frozen=True)
+class SetMinShards(_BucketShardsAction):
+    """``radosgw-admin bucket set-min-shards --bucket B --num-shards N`` (Tentacle on): the count
+    below which RGW's dynamic resharding will not reduce the bucket."""
+
+    verb: ClassVar[str] = "set-min-shards"
 
 
 @dataclass(frozen=True)

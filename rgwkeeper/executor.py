@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping
 import structlog
 
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, RemoveConfig, ReshardBucket, RestoreAll, RunExpire,
-                               SetConfig, SetFlag, UnsetFlag)
+                               SetConfig, SetFlag, SetMinShards, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
 from rgwkeeper.adapters.s3 import S3Adapter
@@ -157,7 +157,7 @@ class Executor:
                 results.append(await self._set_config(action))
             elif isinstance(action, SetFlag):
                 results.append(await self._set_flag(action))
-            elif isinstance(action, (CreateBucket, ReshardBucket)):
+            elif isinstance(action, (CreateBucket, ReshardBucket, SetMinShards)):
                 results.append(await self._bucket(action))
             elif isinstance(action, CompactOsd):
                 results.append(await self._compact(action))
@@ -221,14 +221,14 @@ class Executor:
         return ActionResult(a.command(), ok, "set in the OSDMap" if ok else "not in the OSDMap after osd set",
                             changed=not already)
 
-    async def _bucket(self, a: CreateBucket | ReshardBucket) -> ActionResult:
+    async def _bucket(self, a: CreateBucket | ReshardBucket | SetMinShards) -> ActionResult:
         from rgwkeeper import sharding
         from rgwkeeper.policy.shards import ShardPlan
 
         self._check_leader()
         if self.rgw is None:
             return ActionResult(a.command(), False, "no radosgw-admin runner configured")
-        plan = ShardPlan(a.bucket, isinstance(a, ReshardBucket), 0, getattr(a, "num_shards", 0), (a,), a.reason)
+        plan = ShardPlan(a.bucket, not isinstance(a, CreateBucket), 0, getattr(a, "num_shards", 0), (a,), a.reason)
         try:
             (done,) = await sharding.apply(plan, self.rgw, self.s3, reshard_timeout_s=self.long_timeout_s)
         except CephError as exc:

@@ -45,7 +45,8 @@ class Plan:
                                "smoothed_write_ops": self.scrub.memory.ema_write_ops},
             "preshard": {"reason": self.shards_reason,
                          "plans": [{"bucket": p.bucket, "wanted_shards": p.wanted_shards, "reason": p.reason,
-                                    "capped_by": p.capped_by} for p in self.shard_plans]},
+                                    "capped_by": p.capped_by, "min_shards": p.min_shards_note}
+                                   for p in self.shard_plans]},
             "spillover": None if self.spillover is None else {
                 "reason": self.spillover.reason,
                 "needs_bigger_db": {f"osd.{k}": v for k, v in self.spillover.needs_bigger_db.items()}},
@@ -102,7 +103,8 @@ def _shard_plans(snap: Snapshot, cfg: Config, load: float, local_now: datetime) 
                                    in_reshard_queue=bool(b and b.in_reshard_queue))
         p = shards.plan_shards(ingest["bucket"], int(ingest["expected_objects"]), state,
                                target_objects_per_shard=target, max_shards=snap.max_dynamic_shards,
-                               multisite=snap.multisite, why="ingest plan from the config")
+                               multisite=snap.multisite, why="ingest plan from the config",
+                               release=snap.release)
         if p.actions:
             plans.append(p)
     near, why = shards.approaching(snap, reshard_at_ratio=ps.reshard_at_ratio, growth_factor=ps.growth_factor,

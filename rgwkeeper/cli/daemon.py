@@ -97,6 +97,8 @@ def plan(as_json: bool, **kwargs: Any) -> None:
     click.echo(f"pre-sharding: {p.shards_reason}")
     for sp in p.shard_plans:
         click.echo(f"  {sp.bucket}: {sp.reason}" + (f" ({sp.capped_by})" if sp.capped_by else ""))
+        if sp.min_shards_note:
+            click.echo(f"    minimum shards: {sp.min_shards_note}")
     if p.spillover is not None:
         click.echo(f"spillover: {p.spillover.reason}")
         for osd, size in sorted(p.spillover.needs_bigger_db.items()):

@@ -13,7 +13,7 @@ from rgwkeeper.adapters.s3 import S3Adapter, make_client
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket
-from rgwkeeper import sharding
+from rgwkeeper import releases, sharding
 from rgwkeeper.policy.shards import plan_shards
 from rgwkeeper.units import FiniteInt
 
@@ -52,9 +52,11 @@ def preshard(bucket: str, expected_objects: int, objects_per_shard: int | None, 
     try:
         limits = asyncio.run(sharding.read_limits(rados, rgw, cfg.rgw.max_objs_per_shard))
         target = objects_per_shard or max(1, int(limits.max_objs_per_shard * cfg.preshard.target_ratio))
-        state = asyncio.run(sharding.read_bucket_state(rgw, bucket))
+        row = releases.release(limits.release)
+        state = asyncio.run(sharding.read_bucket_state(rgw, bucket, min_shards=bool(row and row.min_shards)))
         plan = plan_shards(bucket, expected_objects, state, target_objects_per_shard=target,
-                           max_shards=limits.max_dynamic_shards, multisite=limits.multisite)
+                           max_shards=limits.max_dynamic_shards, multisite=limits.multisite,
+                           release=limits.release)
         applied = None
         if not dry_run and plan.actions:
             s3 = None
@@ -70,6 +72,8 @@ def preshard(bucket: str, expected_objects: int, objects_per_shard: int | None, 
         click.echo(f"{bucket}: {plan.reason}")
         if plan.capped_by:
             click.echo(f"  note: {plan.capped_by}")
+        if plan.min_shards_note:
+            click.echo(f"  minimum shards: {plan.min_shards_note}")
         for c in plan.commands():
             click.echo(f"  {'would run' if dry_run else 'run'}: {c}")
         for a in applied or []:

@@ -5,6 +5,9 @@ RGW reshards a bucket dynamically when objects per index shard pass
 runs (a 20 M-object bucket on Squid: over 4 minutes of 504s, ceph.io 2026). Pre-sharding
 before a big ingest, or resharding while write load is low, keeps that off the peak.
 Prime shard counts are customary (they spread the hash of object names more evenly).
+From Tentacle, dynamic resharding may also *reduce* a bucket whose index looks too big for its
+objects, so a bucket pre-sharded before its ingest, still empty, is shrunk back unless its
+minimum shard count is pinned (docs/architecture.md, "Releases").
 Pure: no I/O.
 """
 
@@ -13,7 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rgwkeeper.actions import CreateBucket, ReshardBucket
+from rgwkeeper import releases
+from rgwkeeper.actions import CreateBucket, ReshardBucket, SetMinShards
 from rgwkeeper.snapshot import BucketShards, Snapshot
 
 #: RGW's hard ceiling on a bucket's shard count (rgw_max_shards in the source, 65521, a prime).
@@ -47,9 +51,11 @@ class ShardPlan:
     exists: bool
     current_shards: int
     wanted_shards: int
-    actions: tuple[CreateBucket | ReshardBucket, ...]
+    actions: tuple[CreateBucket | ReshardBucket | SetMinShards, ...]
     reason: str
     capped_by: str | None = None
+    min_shards_note: str | None = None
+    """Whether and why the plan pins the bucket's minimum shard count (one line), when it was asked to."""
 
     def commands(self) -> list[str]:
         return [a.command() for a in self.actions]
@@ -64,14 +70,21 @@ class BucketState:
     num_objects: int = 0
     in_reshard_queue: bool = False
     resharding: bool = False
+    min_num_shards: int | None = None  # the pinned minimum; None when not read (before Tentacle)
 
 
 def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, target_objects_per_shard: int,
-                max_shards: int, multisite: bool, why: str = "pre-shard before ingest") -> ShardPlan:
+                max_shards: int, multisite: bool, why: str = "pre-shard before ingest",
+                release: str | None = None) -> ShardPlan:
     """Create or reshard ``bucket`` so ``expected_objects`` fit under the target per shard.
 
     Never shrinks a bucket; never touches one that is resharding or queued for it; says when
     a limit (``rgw_max_dynamic_shards``/RGW's maximum, or multisite) caps the plan.
+
+    ``release`` (the cluster's, for pre-shard and ingest plans) asks for the shard count to be
+    kept: where RGW may reduce it, the plan pins the bucket's minimum at the planned count;
+    elsewhere ``min_shards_note`` says why nothing more is needed. None for a reshard of a
+    bucket that is filling up, which RGW has no reason to reduce.
     """
     wanted = shards_for(expected_objects, target_objects_per_shard)
     capped = None
@@ -85,21 +98,51 @@ def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, targe
         return ShardPlan(bucket, True, current, wanted, (),
                          "already resharding or in RGW's reshard queue: not touching it", capped)
     if state.exists and current >= wanted:
-        return ShardPlan(bucket, True, current, wanted, (),
-                         f"has {current} shards, enough for {expected_objects:,} objects (never shrinks)", capped)
+        pin, note = _pin_min_shards(bucket, wanted, state.min_num_shards, release, why)
+        if pin and state.min_num_shards is None:
+            # Its minimum was not read (the daemon's snapshot has no `bucket layout`): a bucket
+            # sharded earlier may be pinned already, so leave it rather than pin on every pass.
+            pin, note = None, None
+        return ShardPlan(bucket, True, current, wanted, (pin,) if pin else (),
+                         f"has {current} shards, enough for {expected_objects:,} objects (never shrinks)", capped, note)
     if multisite and state.exists:
         # Pacific cannot reshard a bucket in a multisite zonegroup without breaking sync
         # (resharding with multisite arrived in Reef).
         return ShardPlan(bucket, True, current, wanted, (),
                          "zonegroup has several zones: Pacific cannot reshard under multisite", capped)
-    actions: list[CreateBucket | ReshardBucket] = []
+    actions: list[CreateBucket | ReshardBucket | SetMinShards] = []
     if not state.exists:
         actions.append(CreateBucket(bucket, reason=why))
     actions.append(ReshardBucket(bucket, wanted, reason=why))
+    # A manual reshard keeps the bucket's old minimum (1 unless pinned): pin after it
+    # (docs/architecture.md, "Releases").
+    pin, note = _pin_min_shards(bucket, wanted, state.min_num_shards, release, why)
+    if pin:
+        actions.append(pin)
     verb = "create with" if not state.exists else f"reshard from {current} to"
     return ShardPlan(bucket, state.exists, current, wanted, tuple(actions),
                      f"{verb} {wanted} shards for {expected_objects:,} objects "
-                     f"({target_objects_per_shard:,} per shard)", capped)
+                     f"({target_objects_per_shard:,} per shard)", capped, note)
+
+
+def _pin_min_shards(bucket: str, wanted: int, pinned: int | None, release: str | None,
+                    why: str) -> tuple[SetMinShards | None, str | None]:
+    """The pin that keeps RGW from reducing ``bucket`` below ``wanted``, and the plan's line on it."""
+    if release is None:
+        return None, None
+    row = releases.release(release)
+    if row is None:
+        return None, (f"release {release!r} is not in rgwkeeper's table: minimum shard count not pinned; "
+                      f"if RGW there may reduce shards, run `radosgw-admin bucket set-min-shards` by hand")
+    if not row.shard_reduction:
+        return None, f"{row.name}: RGW's dynamic resharding never reduces shard counts; no minimum to pin"
+    if not row.min_shards:
+        return None, f"{row.name}: RGW may reduce shard counts and has no set-min-shards to prevent it"
+    if pinned is not None and pinned >= wanted:
+        return None, f"minimum already pinned at {pinned} shards ({row.name} may otherwise reduce it)"
+    return (SetMinShards(bucket, wanted, reason=f"{why}; keep RGW from reducing it before the ingest"),
+            f"pin the minimum at {wanted} shards: {row.name}'s dynamic resharding reduces an empty bucket's "
+            f"shards (rgw_dynamic_resharding_may_reduce)")
 
 
 def _prev_prime(n: int) -> int:

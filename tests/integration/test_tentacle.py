@@ -22,7 +22,8 @@ import pytest
 from integration.cluster import ClusterInfo
 from integration.pytest_plugin import release_cluster
 from tests.integration import test_purge, test_status
-from tests.integration.test_purge import bucket_stats, cli, fill
+from tests.integration.test_daemon import wait_for
+from tests.integration.test_purge import bucket_stats, cli, fill, radosgw_admin
 from tests.integration.test_purge import (  # noqa: F401 - collected again, on Tentacle
     test_expire_by_prefix_deletes_exactly_the_matching_objects,
     test_expire_by_tag_deletes_exactly_the_tagged_objects,
@@ -118,3 +119,48 @@ def test_the_plan_on_tentacle_names_its_release_and_allows_lifecycle(ceph_cluste
     assert doc["method"] == "lifecycle"
     assert any("lc process --bucket" in c for c in doc["commands"]), doc["commands"]
     assert bucket_stats(ceph_cluster, b)["usage"]["rgw.main"]["num_objects"] == 5  # a dry run
+
+
+def _shards(cluster: ClusterInfo, bucket: str) -> tuple[int, int]:
+    """(num_shards, min_num_shards) as Tentacle's `bucket layout` reads them."""
+    proc = radosgw_admin(cluster, "bucket", "layout", "--bucket", bucket)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    normal = json.loads(proc.stdout)["layout"]["current_index"]["layout"]["normal"]
+    return normal["num_shards"], normal["min_num_shards"]
+
+
+def test_a_presharded_empty_bucket_keeps_its_shards_while_an_ordinary_one_is_reduced(
+        ceph_cluster, s3, bucket_name, rgw_option, tmp_path):
+    # RGW's bucket stats sync (every rgw_user_quota_bucket_sync_interval, 180 s, over the buckets
+    # written since its last pass) queues a reduction when a bucket has under 1,000 objects per shard
+    # (min(10,000, rgw_max_objs_per_shard / 100)), down to no fewer than 11 shards; the reshard thread
+    # (every rgw_reshard_thread_interval, 10 s in the harness) runs it once
+    # rgw_dynamic_resharding_reduction_wait hours (120; its minimum is 0) have passed since it was
+    # queued. All three are read at runtime; the sync thread's current wait still runs out first.
+    # docs/architecture.md, "Releases".
+    rgw_option("rgw_dynamic_resharding_reduction_wait", "0")
+    rgw_option("rgw_user_quota_bucket_sync_interval", "10")
+    pre, plain = bucket_name, bucket_name[:-1] + "p"
+    doc = json.loads(cli(ceph_cluster, tmp_path, "preshard", pre, "--expected-objects", "1500",
+                         "--objects-per-shard", "50", "--json").stdout)
+    assert doc["wanted_shards"] == 31 and all(a["ok"] for a in doc["applied"]), doc
+    assert doc["commands"][-1] == f"radosgw-admin bucket set-min-shards --bucket {pre} --num-shards 31"
+    assert "tentacle's dynamic resharding reduces" in doc["min_shards"]
+    s3.create_bucket(Bucket=plain)
+    proc = radosgw_admin(ceph_cluster, "bucket", "reshard", "--bucket", plain, "--num-shards", "31",
+                         "--yes-i-really-mean-it")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (_shards(ceph_cluster, pre), _shards(ceph_cluster, plain)) == ((31, 31), (31, 1))
+    # One write each puts both buckets in the same stats sync pass; both end empty again.
+    for b in (pre, plain):
+        s3.put_object(Bucket=b, Key="touch", Body=b"x")
+        s3.delete_object(Bucket=b, Key="touch")
+
+    wait_for("RGW reducing the ordinary bucket", lambda: _shards(ceph_cluster, plain)[0] < 31, timeout=360, interval=3)
+    assert _shards(ceph_cluster, plain) == (11, 1)
+    assert _shards(ceph_cluster, pre) == (31, 31)
+    assert bucket_stats(ceph_cluster, pre)["num_shards"] == 31
+    if ceph_cluster.log_dir is not None:
+        # RGW did consider the pre-sharded bucket in the same pass: the pin is what kept it.
+        log = (ceph_cluster.log_dir / "ceph-client.rgw.gw.log").read_text(errors="replace")
+        assert f"check_bucket_shards bucket {pre} needs resharding; current num shards 31; new num shards 31" in log

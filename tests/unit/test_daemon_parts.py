@@ -120,6 +120,27 @@ def test_ingest_plans_wait_for_not_before_then_create_and_shard():
     due = plan(_snap(0), cfg, {}, {}, now=1.0, local_time=dtime(12, 0), local_now=datetime(2026, 12, 1, 3))
     assert due.commands()[:2] == ["s3 CreateBucket ingest-dec",
                                   "radosgw-admin bucket reshard --bucket ingest-dec --num-shards 53"]
+    assert "pacific: RGW's dynamic resharding never reduces" in due.to_dict()["preshard"]["plans"][0]["min_shards"]
+
+
+def test_an_ingest_plan_on_tentacle_pins_the_minimum_after_sharding():
+    import dataclasses
+    from datetime import datetime
+
+    cfg = parse_config({"preshard": {"plans": [{"bucket": "ingest-dec", "expected_objects": 1000}]},
+                        "spillover": {"enabled": False}})
+    snap = dataclasses.replace(_snap(0), release="tentacle")
+    due = plan(snap, cfg, {}, {}, now=1.0, local_time=dtime(12, 0), local_now=datetime(2026, 12, 1, 3))
+    assert due.commands()[:3] == ["s3 CreateBucket ingest-dec",
+                                  "radosgw-admin bucket reshard --bucket ingest-dec --num-shards 53",
+                                  "radosgw-admin bucket set-min-shards --bucket ingest-dec --num-shards 53"]
+    # The next pass sees the bucket with its 53 shards (its minimum not in the snapshot): nothing more.
+    obs = copy.deepcopy(load_fixture("observation.json"))
+    done = next(b for b in obs["buckets"] if b["bucket"] == "capture-small")
+    obs["buckets"].append({**done, "bucket": "ingest-dec", "num_shards": 53})
+    later = plan(dataclasses.replace(parse(obs), release="tentacle"), cfg, {}, {}, now=2.0, local_time=dtime(12, 0),
+                 local_now=datetime(2026, 12, 1, 4))
+    assert not any("ingest-dec" in c for c in later.commands()), later.commands()
 
 
 # -- shutdown and the watchdog -------------------------------------------------------------------

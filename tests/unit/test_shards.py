@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from rgwkeeper.actions import CreateBucket, ReshardBucket
+from rgwkeeper.actions import CreateBucket, ReshardBucket, SetMinShards
 from rgwkeeper.policy.shards import BucketState, approaching, is_prime, next_prime, plan_shards, shards_for
 from rgwkeeper.snapshot import parse
 from tests.unit.fakes import load_fixture
@@ -71,3 +71,42 @@ def test_daemon_reshards_a_bucket_near_the_threshold_only_when_quiet():
     assert plans == [] and "waiting for a quiet time" in why
     plans, why = approaching(_snap(20), smoothed_write_ops=10, **kw)
     assert plans == [] and "no bucket near" in why
+
+
+# -- keeping the shard count: Tentacle's dynamic resharding may reduce an empty bucket --------
+
+PIN = "radosgw-admin bucket set-min-shards --bucket ingest --num-shards 61"
+
+
+def test_on_tentacle_the_plan_pins_the_minimum_after_creating_or_resharding():
+    p = plan(3_000_000, BucketState(exists=False), release="tentacle")
+    assert p.commands() == ["s3 CreateBucket ingest", "radosgw-admin bucket reshard --bucket ingest --num-shards 61",
+                            PIN]
+    assert "tentacle's dynamic resharding reduces" in p.min_shards_note
+    p = plan(3_000_000, BucketState(exists=True, num_shards=11, min_num_shards=1), release="tentacle")
+    assert p.commands()[-1] == PIN and isinstance(p.actions[-1], SetMinShards)
+
+
+def test_on_tentacle_a_bucket_with_enough_shards_gets_its_missing_pin_and_no_second_one():
+    p = plan(3_000_000, BucketState(exists=True, num_shards=101, min_num_shards=1), release="tentacle")
+    assert p.commands() == [PIN] and "never shrinks" in p.reason
+    p = plan(3_000_000, BucketState(exists=True, num_shards=101, min_num_shards=61), release="tentacle")
+    assert p.actions == () and p.min_shards_note.startswith("minimum already pinned at 61")
+
+
+@pytest.mark.parametrize("release", ["pacific", "reef", "squid"])
+def test_before_tentacle_nothing_more_is_done_and_the_plan_says_why(release):
+    p = plan(3_000_000, BucketState(exists=False), release=release)
+    assert [type(a) for a in p.actions] == [CreateBucket, ReshardBucket]
+    assert p.min_shards_note == f"{release}: RGW's dynamic resharding never reduces shard counts; no minimum to pin"
+
+
+def test_an_unknown_release_is_not_pinned_and_the_plan_says_so():
+    p = plan(3_000_000, BucketState(exists=False), release="unknown")
+    assert [type(a) for a in p.actions] == [CreateBucket, ReshardBucket]
+    assert "not in rgwkeeper's table" in p.min_shards_note and "set-min-shards" in p.min_shards_note
+
+
+def test_a_reshard_of_a_filling_bucket_is_not_pinned():
+    p = plan(3_000_000, BucketState(exists=True, num_shards=11))
+    assert p.actions == (ReshardBucket("ingest", 61, "pre-shard before ingest"),) and p.min_shards_note is None
