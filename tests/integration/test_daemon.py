@@ -389,7 +389,18 @@ def test_restore_leaves_what_an_operator_changed_and_force_puts_it_back(ceph_clu
             ceph_cluster.ceph("config", "rm", "osd", "osd_max_scrubs")
 
 
-def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(cluster_access, journal_pool):
+def _break_leftover_leader_locks(ceph_cluster):
+    """An earlier test SIGKILLs a leader on purpose; its lock stays until its lease ends."""
+    rados = ["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring), "-p", POOL]
+    info = subprocess.run([*rados, "lock", "info", "rgwkeeper.leader", "leader", "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    for locker in (json.loads(info.stdout) if info.returncode == 0 and info.stdout.strip() else {}).get("lockers", []):
+        subprocess.run([*rados, "lock", "break", "rgwkeeper.leader", "leader", locker["name"], "--lock-cookie",
+                        locker["cookie"]], check=True, capture_output=True, timeout=60)
+
+
+def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(ceph_cluster, cluster_access,
+                                                                                journal_pool):
     import asyncio
     import errno
 
@@ -400,6 +411,7 @@ def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(
     from rgwkeeper.journal import LEADER_OBJECT
     from rgwkeeper.leader import LOCK_NAME, LeaderLease
 
+    _break_leftover_leader_locks(ceph_cluster)
     lease_s = 30
     instance = f"lock-{uuid.uuid4().hex[:6]}"
     connections = []
@@ -416,7 +428,7 @@ def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(
     async def scenario():
         a, store, backend = contender("host-a")
         try:
-            assert await a.tick()  # first take
+            assert await a.tick(), a.last_error  # first take
             # What cls_lock does without the may-renew flag, for the same locker: EEXIST.
             with pytest.raises(CephError) as refused:
                 store._run("probe", lambda io: io.lock_exclusive(LEADER_OBJECT, LOCK_NAME, backend.cookie,
