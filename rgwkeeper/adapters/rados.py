@@ -451,6 +451,28 @@ class BulkObjects:
 
         return await self._call(f"remove {len(objs)} objects", run, self._batch_timeout(len(objs), window))
 
+    async def empty_index_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:
+        """Empty each bucket index shard in place, one atomic write op each: its omap (entries and
+        header) cleared, then cls_rgw's ``bucket_init_index`` writes the empty header RGW writes for
+        a new bucket. Returns each return code. A shard that does not exist is created: stat first."""
+        ops: list[Any] = []
+
+        def submit(io: Any, oid: str, cb: Callable[..., None]) -> None:
+            op = io.create_write_op()
+            ops.append(op)
+            io.clear_omap(op)
+            op.execute("rgw", "bucket_init_index", b"")
+            io.operate_aio_write_op(op, oid, oncomplete=cb)
+
+        def run() -> list[int]:
+            try:
+                return [ret for ret, _ in self._windowed(objs, window, submit)]
+            finally:
+                for op in ops:
+                    op.release()
+
+        return await self._call(f"empty {len(objs)} index shards", run, self._batch_timeout(len(objs), window))
+
     async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
         """Objects whose name starts with ``prefix``, by a scan of the whole pool (librados has no
         prefix listing). Stops after ``max_scanned`` objects: returns (found, complete)."""

@@ -715,6 +715,8 @@ class PurgeExecutor:
                     raise PurgeFailed(f"drop bucket {p.bucket}", f"after a sweep the index still counts {in_index} "
                                       f"objects and {uploads} uploads, but {self.counters.get('index_left', 0)} "
                                       "heads were removed; the index was left in place")
+        if step.params.get("drop") == "empty-index":
+            return await self._drop_through_rgw(step, bucket_gone=stats is None)
         rm_entry, rm_instance, sync, gc = step.admin
         # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
         # the bucket's metadata: run it alongside.
@@ -726,6 +728,37 @@ class PurgeExecutor:
             if bad:
                 raise PurgeFailed(f"{p.index_pool}/{bad[0][0]} remove", errno.errorcode.get(-bad[0][1], str(bad[0][1])))
             await asyncio.gather(self._admin(rm_entry, missing_ok=True), self._admin(rm_instance, missing_ok=True))
+            await self._admin(sync)
+        finally:
+            await asyncio.gather(gc_task, return_exceptions=True)
+        gc_task.result()
+        self._space_free_at = self.clock()
+
+    async def _drop_through_rgw(self, step: Step, *, bucket_gone: bool) -> None:
+        """The drop where `metadata rm` keeps the bucket instance (plan.DIRECT_DROP): the index,
+        checked above to hold only entries of removed heads, is emptied in place and RGW deletes
+        the empty bucket. ``bucket_gone``: an earlier run got past DeleteBucket."""
+        p = self.plan.profile
+        sync, gc = step.admin
+        gc_task = asyncio.ensure_future(self._admin(gc, long=True))
+        try:
+            if not bucket_gone:
+                index = self.io.bulk(p.index_pool)
+                shards = [(o, "") for o in index_shard_oids(p.bucket_id, p.num_shards)]
+                # Emptying a shard that does not exist would create it: check they all do first.
+                sizes = await index.stat_many(shards, window=64)
+                missing = [o for (o, _), size in zip(shards, sizes) if size is None]
+                if missing:
+                    raise PurgeFailed(f"{p.index_pool}/{missing[0]}", f"{len(missing)} of {len(shards)} index "
+                                      "shards are not where the plan expects them; the index was left in place")
+                rets = await index.empty_index_many(shards, window=64)
+                bad = [(o, r) for (o, _), r in zip(shards, rets) if r != 0]
+                if bad:
+                    raise PurgeFailed(f"{p.index_pool}/{bad[0][0]} empty", errno.errorcode.get(-bad[0][1], str(bad[0][1])))
+                try:
+                    await self._s3("DeleteBucket", self.io.s3.delete_bucket, p.bucket)
+                except NotFound:
+                    pass  # deleted by an earlier run
             await self._admin(sync)
         finally:
             await asyncio.gather(gc_task, return_exceptions=True)

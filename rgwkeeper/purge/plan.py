@@ -56,11 +56,19 @@ def rate_cap_for(method: str, cap: float) -> float:
     """The cap a purge by ``method`` holds: ``cap``, or 0 where RGW sets the pace."""
     return cap if method in RATE_CAPPED_METHODS else 0.0
 
+#: How the direct method drops the bucket once its heads are gone, by release: "metadata-rm"
+#: removes the index shards, then `metadata rm` the entrypoint and the instance; "empty-index"
+#: empties each index shard in place and has RGW delete the then empty bucket (S3 DeleteBucket),
+#: since from Tentacle `metadata rm bucket.instance:...` reads the instance and removes nothing
+#: (ceph PR 53799; RGWBucketInstanceMetadataHandler::remove in src/rgw/driver/rados/rgw_bucket.cc).
+#: docs/purge.md, "Dropping the bucket".
+DIRECT_DROP = {"pacific": "metadata-rm", "reef": "metadata-rm", "tentacle": "empty-index"}
+
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
-#: with "_") and the metadata removal of the direct method were checked against a real
-#: cluster (16.2.15, and 18.2.7 in tests/integration/test_reef.py). Elsewhere the planner
-#: falls back to S3 and says why.
-DIRECT_VERIFIED_RELEASES = ("pacific", "reef")
+#: with "_") and the bucket drop of the direct method were checked against a real cluster
+#: (16.2.15, 18.2.7 in tests/integration/test_reef.py, 20.2.4 in test_tentacle.py). Elsewhere
+#: the planner falls back to S3 and says why.
+DIRECT_VERIFIED_RELEASES = tuple(DIRECT_DROP)
 
 # Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (docs/purge.md;
 # bench/purge.py measures them again side by side).
@@ -472,7 +480,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                    "reference counts)"),
             params={**scope, "strategy": "direct", "versions": False}))
         shards = index_shard_oids(p.bucket_id, p.num_shards)
-        steps.append(Step(
+        drop = Step(
             "drop_bucket",
             "drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
             "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile process "
@@ -484,7 +492,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                    "otherwise sweep the index again",
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                    + " (what radosgw-admin bi purge does, without a process per call)"),
-            params={"owner": p.owner}))
+            params={"owner": p.owner})
+        steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
         if r.whole_bucket:
             steps.append(fence)
@@ -528,6 +537,25 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         raise ValueError(method)
     steps.append(verify)
     return steps
+
+
+def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> Step:
+    """The direct method's drop where `metadata rm` keeps the bucket instance (DIRECT_DROP)."""
+    return Step(
+        "drop_bucket",
+        "drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
+        "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
+        f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
+        "resync the owner's stats; meanwhile process GC, including entries not yet due (rgw_gc_obj_min_wait "
+        "is 2 h by default), so tails' space really comes back",
+        admin=(rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
+        calls=("before dropping: bucket stats must count only the index entries of heads removed directly; "
+               "otherwise sweep the index again",
+               f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
+               + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
+               "writes for a new bucket)",
+               f"S3 DeleteBucket bucket={p.bucket}"),
+        params={"owner": p.owner, "drop": "empty-index"})
 
 
 def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:

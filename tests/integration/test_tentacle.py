@@ -47,44 +47,26 @@ def _tentacle_radosgw_admin_first(ceph_cluster: ClusterInfo, monkeypatch: pytest
     monkeypatch.setenv("PATH", ceph_cluster.env()["PATH"])
 
 
-# Measured on 20.2.4 with the release gate lifted: the purge's end-state check finds the bucket
-# instance left, since `radosgw-admin metadata rm bucket.instance:B:ID` exits 0 and removes nothing
-# there (the instance is then listed by `reshard stale-instances list`; `bucket rm` on the emptied
-# bucket, or S3 DeleteBucket, does remove it). docs/testing.md, "Tentacle".
-DIRECT_FAILS = pytest.mark.xfail(strict=True, reason=(
-    "the direct method is refused on tentacle (plan.DIRECT_VERIFIED_RELEASES: pacific, reef); with that "
-    "lifted its end state is not clean: on 20.2.4 `metadata rm bucket.instance:B:ID` exits 0 and leaves "
-    "the instance"))
-
-
 def _tentacle_copy(test: Callable[..., Any]) -> Callable[..., Any]:
-    """The same test under its own name, with none of its marks: marking the imported function
-    itself would mark it in its own module (on Pacific) too."""
+    """The same test under its own name, with its parametrize marks only: marking the imported
+    function itself would mark it in its own module (on Pacific) too."""
 
     @functools.wraps(test, updated=())
     def on_tentacle(*args: Any, **kwargs: Any) -> Any:
         return test(*args, **kwargs)
 
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name == "parametrize":
+            on_tentacle = pytest.mark.parametrize(*mark.args, **mark.kwargs)(on_tentacle)
     return on_tentacle
 
 
-def _direct_case_fails(test: Callable[..., Any]) -> Callable[..., Any]:
-    """test_purge's parametrized test with the same cases, its direct one expected to fail here."""
-    (mark,) = [m for m in test.pytestmark if m.name == "parametrize"]
-    names, values = mark.args
-
-    def case(value: Any) -> Any:
-        value = value if isinstance(value, tuple) else (value,)
-        return pytest.param(*value, marks=[DIRECT_FAILS] if "direct" in value else [])
-
-    return pytest.mark.parametrize(names, [case(v) for v in values])(_tentacle_copy(test))
-
-
-test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back = DIRECT_FAILS(
-    _tentacle_copy(test_purge.test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back))
-test_interrupted_purge_resumes_to_completion = _direct_case_fails(
-    test_purge.test_interrupted_purge_resumes_to_completion)
-test_a_rate_capped_purge_finishes_clean_at_its_cap = _direct_case_fails(
+# The direct method on Tentacle drops the bucket another way than on Pacific and Reef
+# (plan.DIRECT_DROP: its index emptied in place, then S3 DeleteBucket; docs/purge.md).
+test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back = _tentacle_copy(
+    test_purge.test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back)
+test_interrupted_purge_resumes_to_completion = _tentacle_copy(test_purge.test_interrupted_purge_resumes_to_completion)
+test_a_rate_capped_purge_finishes_clean_at_its_cap = _tentacle_copy(
     test_purge.test_a_rate_capped_purge_finishes_clean_at_its_cap)
 
 
@@ -113,7 +95,11 @@ def test_the_plan_on_tentacle_names_its_release_and_allows_lifecycle(ceph_cluste
     s3.create_bucket(Bucket=b)
     fill(s3, b, 5, size=512, prefix="tmp/")
     doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--dry-run", "--json").stdout)
-    assert doc["profile"]["release"] == "tentacle"
+    assert doc["profile"]["release"] == "tentacle" and doc["method"] == "direct"
+    # Tentacle's drop (plan.DIRECT_DROP): the index emptied in place, then RGW deletes the bucket.
+    assert any("rgw.bucket_init_index" in c for c in doc["commands"]), doc["commands"]
+    assert f"S3 DeleteBucket bucket={b}" in doc["commands"]
+    assert not any("metadata rm" in c for c in doc["commands"]), doc["commands"]
     doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "tmp/", "--method", "lifecycle",
                          "--dry-run", "--json").stdout)
     assert doc["method"] == "lifecycle"

@@ -15,8 +15,9 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import InvalidName, UsageError
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
-from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, plan, refusal
+from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, plan, refusal, render_admin
 from rgwkeeper.purge.profile import parse_profile
+from tests.unit.fakes import load_fixture
 from tests.unit.purge_fakes import captured
 
 FX = captured()
@@ -315,12 +316,41 @@ def test_when_rgw_expires():
 
 
 @pytest.mark.parametrize("release,method", [("pacific", "direct"), ("reef", "direct"), ("quincy", "s3"),
-                                            ("squid", "s3")])
+                                            ("squid", "s3"), ("tentacle", "direct")])
 def test_direct_only_on_releases_whose_layout_was_checked_on_a_real_cluster(release, method):
     p = plan(mixed(release=release), PurgeRequest("capture-mixed"), now=NOW)
     assert p.method == method
     if method == "s3":
-        assert "verified on pacific, reef only" in dict(p.rejected)["direct"]
+        assert "verified on pacific, reef, tentacle only" in dict(p.rejected)["direct"]
+
+
+def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket():
+    # Tentacle's own captures: on 20.2.4 `metadata rm bucket.instance:...` removes nothing.
+    tx = load_fixture("../tentacle/purge.json")
+    zones = [z["name"] for z in tx["zonegroup_get"]["zones"]]
+    placement = {p["key"]: {"index_pool": p["val"]["index_pool"], "data_extra_pool": p["val"]["data_extra_pool"],
+                            "data_pool": p["val"]["storage_classes"]["STANDARD"]["data_pool"]}
+                 for p in tx["zone_get"]["placement_pools"]}
+    prof = parse_profile(tx["bucket_stats_mixed"], tx["instance_mixed"], placement, zones, tx["versions"])
+    assert prof.release == "tentacle"
+    p = plan(prof, PurgeRequest(prof.bucket), now=NOW)
+    assert p.method == "direct"
+    assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
+    drop = p.steps[3]
+    assert drop.params["drop"] == "empty-index"
+    assert [render_admin(a) for a in drop.admin] == [
+        f"radosgw-admin user stats --uid {prof.owner} --sync-stats", "radosgw-admin gc process --include-all"]
+    shards = index_shard_oids(prof.bucket_id, prof.num_shards)
+    assert drop.calls[1] == (f"librados {prof.index_pool}: on {shards[0]} .. {shards[-1]}, one write op each: clear "
+                             "the omap, then exec rgw.bucket_init_index (the empty index RGW writes for a new bucket)")
+    assert drop.calls[2] == f"S3 DeleteBucket bucket={prof.bucket}"
+    assert not any("metadata rm" in c for c in p.commands())
+    shown = "\n".join(p.show())
+    assert "removes nothing on tentacle" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
+    # Pacific's plan for the same bucket keeps its metadata removal.
+    pacific = plan(dataclasses.replace(prof, release="pacific"), PurgeRequest(prof.bucket), now=NOW)
+    assert "drop" not in pacific.steps[3].params
+    assert f"radosgw-admin metadata rm bucket.instance:{prof.bucket}:{prof.bucket_id}" in pacific.commands()
 
 
 @pytest.mark.parametrize("rule, words", [
