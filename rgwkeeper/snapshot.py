@@ -55,7 +55,9 @@ class FullState:
 
     @property
     def full(self) -> bool:
-        return bool(self.codes)
+        # POOL_FULL is raised for a pool at its quota too, on a healthy cluster: that is not a
+        # full cluster (its flags read full,full_quota; parse_full_state leaves it out).
+        return "OSD_FULL" in self.codes or ("POOL_FULL" in self.codes and bool(self.full_pools))
 
     def where(self) -> str:
         """``osd.1 full; pools a, b full; fullest osd.1 19.2% used (full_ratio 8.0%)``."""
@@ -108,7 +110,7 @@ def parse_full_state(health: Mapping[str, Any], osd_dump: Mapping[str, Any],
     codes = tuple(c for c in FULL_CODES if c in (health.get("checks") or {}))
     full_osds = tuple(sorted(int(o["osd"]) for o in osd_dump.get("osds", []) if "full" in (o.get("state") or ())))
     full_pools = tuple(p["pool_name"] for p in osd_dump.get("pools", [])
-                       if "full" in str(p.get("flags_names", "")).split(","))
+                       if "full" in (flags := str(p.get("flags_names", "")).split(",")) and "full_quota" not in flags)
     fullest = max(((int(n["id"]), int(n.get("kb_used", 0)) / int(n["kb"])) for n in (osd_df or {}).get("nodes", [])
                    if int(n.get("kb", 0) or 0) > 0), key=lambda x: x[1], default=None)
     return FullState(codes=codes, full_osds=full_osds, full_pools=full_pools, ratios=parse_ratios(osd_dump),

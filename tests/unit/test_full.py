@@ -48,6 +48,24 @@ def full_obs():
 
 # -- the full state --------------------------------------------------------------------------------
 
+def test_a_pool_at_its_quota_is_not_a_full_cluster():
+    # Ceph raises POOL_FULL for a pool that reached its quota, and sets full,full_quota in its
+    # flags, while no OSD is full: purges and expiry must not refuse, nor raise the full ratio.
+    fx = load_fixture("full.json")
+    health = {"checks": {"POOL_FULL": fx["health"]["checks"]["POOL_FULL"]}}
+    dump = copy.deepcopy(fx["osd_dump"])
+    for o in dump["osds"]:
+        o["state"] = [s for s in o["state"] if s != "full"]
+    for p in dump["pools"]:
+        p["flags_names"] = "hashpspool,full,full_quota" if p["pool_name"] == "fillpool" else "hashpspool"
+    st = parse_full_state(health, dump, fx["osd_df"])
+    assert not st.full and st.full_pools == () and st.codes == ("POOL_FULL",)
+    assert st.to_dict()["full"] is False
+    # A pool full because the cluster is: still full.
+    dump["pools"][0]["flags_names"] = "hashpspool,full"
+    assert parse_full_state(health, dump, fx["osd_df"]).full
+
+
 def test_full_state_is_keyed_on_codes_and_the_osdmap_not_on_text():
     fx = load_fixture("full.json")
     st = parse_full_state(fx["health"], fx["osd_dump"], fx["osd_df"])
