@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping
 
@@ -398,8 +399,10 @@ class Executor:
         from rgwkeeper import fullratio
 
         if e.holder != self.holder and e.lease_until > self.wall_clock():
+            until = datetime.fromtimestamp(e.lease_until, timezone.utc).strftime("%H:%M:%S UTC")
             return ActionResult(e.restore_command(), True, f"held by {e.holder} (a running purge) until its lease "
-                                "ends; it gives the ratio back itself", changed=False, status="held")
+                                f"ends at {until}; it gives the ratio back itself, or run restore again after "
+                                "that", changed=False, status="held")
         ok, detail = await fullratio.give_back(self.rados, self.journal, e, force=force)
-        status = "restored" if ok else ("left" if "changed by someone else" in detail else "failed")
+        status = "restored" if ok else ("left" if fullratio.not_ours(detail) else "failed")
         return ActionResult(e.restore_command(), ok, detail, status=status)

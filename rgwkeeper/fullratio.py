@@ -32,6 +32,9 @@ from rgwkeeper.snapshot import FullState, parse_ratios
 log = structlog.get_logger("rgwkeeper.fullratio")
 
 RATIO_KEY = "ratio/full_ratio"
+#: How long a give-back waits for librados calls still running (each is bounded by the
+#: cluster timeout); past it the raise stays journaled for `rgwkeeper restore`, never lost.
+DRAIN_S = 30.0
 #: The OSDMap keeps the ratios as float32: 0.97 reads back as 0.9700000286.
 RATIO_TOLERANCE = 1e-5
 
@@ -89,6 +92,14 @@ async def set_full_ratio(rados: RadosAdapter, ratio: float) -> float:
     return await live_full_ratio(rados)
 
 
+def not_ours(detail: str) -> bool:
+    """Was a give-back refused because someone else changed the ratio since (left on purpose)?"""
+    return detail.startswith(LEFT_PREFIX)
+
+
+LEFT_PREFIX = "full_ratio is "
+
+
 async def give_back(rados: RadosAdapter, journal: Journal, e: Override, *, force: bool = False
                     ) -> tuple[bool, str]:
     """Put the original full ratio back if the live one is still ours; forget the entry once
@@ -98,7 +109,7 @@ async def give_back(rados: RadosAdapter, journal: Journal, e: Override, *, force
         _forget(journal, e)
         return True, f"full_ratio already {ratio_text(live)}"
     if not force and not same_ratio(live, e.applied_value):
-        return False, (f"full_ratio is {ratio_text(live)}, not the {e.applied_value} rgwkeeper set: changed by someone "
+        return False, (f"{LEFT_PREFIX}{ratio_text(live)}, not the {e.applied_value} rgwkeeper set: changed by someone "
                        f"else since; left as it is (the journal entry is kept; the original was {e.original_value})")
     now = await set_full_ratio(rados, float(str(e.original_value)))
     if not same_ratio(now, e.original_value):
@@ -111,9 +122,12 @@ async def give_back(rados: RadosAdapter, journal: Journal, e: Override, *, force
 def _forget(journal: Journal, e: Override) -> None:
     """Forget the entry as it stands now: the purge renewed its lease since ``e`` was read, and
     the journal's forget removes only the exact entry it is given (another raise is kept)."""
-    current = journal.overrides().get(e.key)
-    if current is not None and (current.holder, current.applied_value) == (e.holder, e.applied_value):
-        journal.forget(current)
+    for _ in range(2):  # a lease renewal still in flight may change the entry under us: read again once
+        current = journal.overrides().get(e.key)
+        if current is None or (current.holder, current.applied_value) != (e.holder, e.applied_value):
+            return
+        if journal.forget(current):
+            return
 
 
 @asynccontextmanager
@@ -122,18 +136,26 @@ async def raised(rados: RadosAdapter, journal: Journal, raise_to: float, *, hold
     """Raise the full ratio to ``raise_to`` for the block, journaled first, given back after
     (success, failure, cancellation). The entry's lease is renewed while the block runs, so a
     daemon's restore leaves a running purge's raise alone and gives back a crashed one's."""
-    existing = journal.overrides().get(RATIO_KEY)
-    if existing is not None:
-        raise ClusterFull(f"a raise of the full ratio is already journaled (by {existing.holder or '?'}, "
-                          f"original {existing.original_value}, set {existing.applied_value}); let that purge "
-                          "finish, or run `rgwkeeper restore`, then try again; nothing was changed")
+    def already(existing: Override | None) -> ClusterFull:
+        by = f" (by {existing.holder or '?'}, original {existing.original_value}, set {existing.applied_value})" \
+            if existing is not None else ""
+        return ClusterFull(f"a raise of the full ratio is already journaled{by}; let that purge finish, or run "
+                           "`rgwkeeper restore`, then try again; nothing was changed")
+
+    if RATIO_KEY in journal.overrides():
+        raise already(journal.overrides().get(RATIO_KEY))
     live = await live_full_ratio(rados)
     now = wall_clock()
     entry = Override(key=RATIO_KEY, kind="ratio", who="", name="full_ratio", original_present=True,
                      original_value=ratio_text(live), applied_value=ratio_text(raise_to), holder=holder,
                      since=now, lease_until=now + lease_s, reason=reason)
     try:
-        journal.record(entry)  # before the change: a crash must leave the original on record
+        # Before the change (a crash must leave the original on record), and only if no other
+        # purge journaled a raise meanwhile: a second raise would record our raised value as
+        # its "original" and the true one would be lost.
+        journal.ensure()
+        if not journal.record_new(entry):
+            raise already(journal.overrides().get(RATIO_KEY))
     except CephError as exc:
         # Full-try lets an omap write to an existing object through, but a full cluster answers
         # ENOSPC to one that would create the journal object (measured on 16.2.15).
@@ -141,6 +163,7 @@ async def raised(rados: RadosAdapter, journal: Journal, raise_to: float, *, hold
                           "before the cluster is full (the daemon creates it when it becomes leader): raise the "
                           "ratio by hand; nothing was changed") from None
     renew: asyncio.Task[Any] | None = None
+    body_failed = False
     try:
         got = await set_full_ratio(rados, raise_to)
         if not same_ratio(got, raise_to):
@@ -148,16 +171,27 @@ async def raised(rados: RadosAdapter, journal: Journal, raise_to: float, *, hold
         log.info("full ratio raised", full_ratio=ratio_text(got), original=entry.original_value, reason=reason)
         renew = asyncio.ensure_future(_renew(journal, holder, lease_s, wall_clock))
         yield entry
+    except BaseException:
+        body_failed = True
+        raise
     finally:
         if renew is not None:
             renew.cancel()
             await asyncio.gather(renew, return_exceptions=True)
-        try:
-            ok, detail = await give_back(rados, journal, entry)
-        except CephError as exc:
-            ok, detail = False, str(exc)
+        # A cancelled or timed-out `osd set-full-ratio` still runs in its librados thread: give
+        # back only once it has returned, or the raise could land after the give-back, unrecorded.
+        if await rados.drain(DRAIN_S):
+            try:
+                ok, detail = await give_back(rados, journal, entry)
+            except CephError as exc:
+                ok, detail = False, str(exc)
+        else:
+            ok, detail = False, "a librados call was still running; the raise is kept in the journal"
         if not ok:
             log.error("full ratio not given back; run rgwkeeper restore", detail=detail)
+            if not body_failed and not not_ours(detail):
+                raise CephError("give back the full ratio", f"{detail}; run `rgwkeeper restore` to put "
+                                f"{entry.original_value} back")
 
 
 async def _renew(journal: Journal, holder: str, lease_s: float, wall_clock: Callable[[], float]) -> None:

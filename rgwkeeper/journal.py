@@ -112,6 +112,11 @@ class Journal:
         elif not self.store.omap_update_if(JOURNAL_OBJECT, entry.key, previous.to_json(), entry.to_json()):
             raise JournalConflict(f"journal {entry.key}", "changed by another rgwkeeper since it was read; not acting")
 
+    def record_new(self, entry: Override) -> bool:
+        """Write ``entry`` only if its key is absent (a missing key compares as ""), in one write
+        op; False if another rgwkeeper journaled that key first. The object must exist (ensure)."""
+        return self.store.omap_update_if(JOURNAL_OBJECT, entry.key, "", entry.to_json())
+
     def forget(self, entry: Override) -> bool:
         """Remove ``entry`` only if it is still exactly what was read; False if it changed
         (another rgwkeeper recorded it again) or is already gone."""

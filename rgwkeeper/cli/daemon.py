@@ -147,7 +147,8 @@ def restore(dry_run: bool, holder: str | None, own: bool, force: bool, as_json: 
             click.echo("nothing to restore")
         for r in results:
             click.echo(f"{r.status:<13} {r.command}  ({r.detail})")
-    if any(not r.ok for r in results):
+    # "held": a running purge's raise, not given back yet: exit 1 so a runbook does not read it as done.
+    if any(not r.ok or r.status == "held" for r in results):
         raise SystemExit(1)
 
 

@@ -565,6 +565,13 @@ class FakeRados:
         self.health, self.osd_dump, self.osd_df = (copy.deepcopy(fx[k]) for k in ("health", "osd_dump", "osd_df"))
         self.sent: list[dict[str, Any]] = []
 
+    #: Calls still running in librados threads when drain() is asked (a test sets it).
+    busy_at_drain = False
+
+    async def drain(self, timeout_s: float) -> bool:
+        self.sent.append({"prefix": "(drain)"})
+        return not self.busy_at_drain
+
     def set_full_ratio(self, ratio: float) -> None:
         self.osd_dump["full_ratio"] = float32(ratio)
         fullest = max(n["kb_used"] / n["kb"] for n in self.osd_df["nodes"])

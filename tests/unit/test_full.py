@@ -546,3 +546,72 @@ def test_a_purge_whose_call_waits_on_a_cluster_turned_full_stops_at_once_saying_
     monkeypatch.setattr(io.admin_api, "set_bucket_quota", no_answer)
     with pytest.raises(ClusterFull, match="stopped at set bucket quota: the cluster is full .*--raise-full-ratio"):
         asyncio.run(purge_api.run(prepared, io, purge_cfg=purge_cfg(rgw_retry=120.0)))
+
+
+# -- the raise under races, cancellation and a failed give-back (review findings) -----------------
+
+def _raise(io, journal, holder="purge@a:1", body=None):
+    async def go():
+        async with fullratio.raised(io.rados, journal, 0.5, holder=holder, lease_s=90, reason="test"):
+            if body is not None:
+                await body()
+    asyncio.run(go())
+
+
+def test_a_second_raise_journaled_meanwhile_is_refused_and_the_first_original_kept(tmp_path):
+    # Two purges with --raise-full-ratio at once: both saw no entry, the other journaled first.
+    # A plain write would record the other's raised ratio as our "original" and lose the true one.
+    w, io = full_world(tmp_path)
+    store = MemoryStore()
+    journal = Journal(store)
+    other = Override(key=fullratio.RATIO_KEY, kind="ratio", who="", name="full_ratio", original_present=True,
+                     original_value="0.08", applied_value="0.4", holder="purge@b:2", since=0, lease_until=1e12)
+    real = journal.overrides
+    calls = []
+
+    def overrides_after_the_other_journaled():
+        calls.append(1)
+        if len(calls) == 1:
+            out = real()
+            journal.record(other)  # the other purge, between our check and our write
+            return out
+        return real()
+
+    journal.overrides = overrides_after_the_other_journaled
+    with pytest.raises(ClusterFull, match="already journaled .*purge@b:2"):
+        _raise(io, journal)
+    assert Journal(store).overrides()[fullratio.RATIO_KEY].original_value == "0.08"
+    assert not [c for c in io.rados.sent if c.get("prefix") == "osd set-full-ratio"]
+
+
+def test_no_give_back_while_the_raise_may_still_be_running(tmp_path):
+    # Cancelled mid `osd set-full-ratio`: its librados thread may still land the raise. The
+    # give-back waits for it; if it cannot tell, the entry stays for `rgwkeeper restore`.
+    w, io = full_world(tmp_path)
+    io.rados.busy_at_drain = True
+    journal = Journal(MemoryStore())
+    with pytest.raises(CephError, match="still running.*rgwkeeper restore"):
+        _raise(io, journal)
+    assert fullratio.RATIO_KEY in journal.overrides()
+    sent = [c["prefix"] for c in io.rados.sent]
+    assert sent.index("(drain)") > sent.index("osd set-full-ratio")
+    assert sent.count("osd set-full-ratio") == 1  # not set back blind
+
+
+def test_a_give_back_that_fails_after_a_good_run_fails_the_command(tmp_path):
+    w, io = full_world(tmp_path)
+    journal = Journal(MemoryStore())
+    real = io.rados.acommand
+    sets = []
+
+    async def refuse_second_set(cmd, **kw):
+        if cmd.get("prefix") == "osd set-full-ratio":
+            sets.append(cmd)
+            if len(sets) == 2:
+                raise CephError("osd set-full-ratio", "no answer within 10 s")
+        return await real(cmd, **kw)
+
+    io.rados.acommand = refuse_second_set
+    with pytest.raises(CephError, match="give back the full ratio.*rgwkeeper restore.*0.08"):
+        _raise(io, journal)
+    assert fullratio.RATIO_KEY in journal.overrides()
