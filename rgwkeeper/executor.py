@@ -29,6 +29,7 @@ from rgwkeeper.journal import Journal, Override
 
 log = structlog.get_logger("rgwkeeper.executor")
 
+EXPIRE_CANCEL_GRACE_S = 30.0
 READBACK_TIMEOUT_S = 10.0  # OSDs pick up mon config changes asynchronously
 #: The longest one long action (reshard, compaction, expiry run) may take.
 LONG_TIMEOUT_S = 3600.0
@@ -269,7 +270,9 @@ class Executor:
             return ActionResult(a.command(), False, "no rgwkeeper command configured")
         argv = [*self.rgwkeeper_cmd, *a.args(), *self.cli_flags]
         try:
-            done = await subprocess_runner(argv, self.long_timeout_s)
+            # On shutdown the child gets SIGTERM and this long to take its lifecycle rule off and give a
+            # raised full ratio back (each bounded) before SIGKILL; within the daemon's default stop budget.
+            done = await subprocess_runner(argv, self.long_timeout_s, cancel_grace_s=EXPIRE_CANCEL_GRACE_S)
         except CephError as exc:
             return ActionResult(a.command(), False, str(exc))
         tail = (done.stderr.strip().splitlines() or [""])[-1][:300]

@@ -35,8 +35,10 @@ Runner = Callable[[Sequence[str], float], Awaitable[CompletedRun]]
 CANCEL_GRACE_S = 5.0  # a cancelled run's child gets this long after SIGTERM before SIGKILL
 
 
-async def subprocess_runner(argv: Sequence[str], timeout: float) -> CompletedRun:
-    """Run argv (no shell), kill it at the timeout."""
+async def subprocess_runner(argv: Sequence[str], timeout: float, *, cancel_grace_s: float = CANCEL_GRACE_S
+                            ) -> CompletedRun:
+    """Run argv (no shell), kill it at the timeout; if cancelled, SIGTERM, then SIGKILL after
+    ``cancel_grace_s``."""
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -54,7 +56,7 @@ async def subprocess_runner(argv: Sequence[str], timeout: float) -> CompletedRun
         # first, so a child rgwkeeper (the daemon's expire) cleans up too; then SIGKILL.
         proc.terminate()
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
+            await asyncio.wait_for(asyncio.shield(proc.wait()), cancel_grace_s)
         except asyncio.TimeoutError:
             proc.kill()
             await asyncio.shield(proc.wait())

@@ -313,7 +313,12 @@ class PurgeExecutor:
         stop_probe = asyncio.Event()
         probe = None
         probe_once: Callable[[], Awaitable[None]] | None = None
-        if self.settings.paced and self._data is not None:
+        # On a full cluster without a raise a probe write would wait out its timeout each time
+        # (only removals carry full-try): the freeing run is not paced (docs/purge.md, "Full cluster").
+        freeing = any(s.kind == "free_while_full" for s in self.plan.steps)
+        if freeing and self.settings.paced:
+            log.warning("purge pacing off: the cluster is full and probe writes would wait", plan=self.plan.plan_id)
+        if self.settings.paced and self._data is not None and not freeing:
             probe_oid = f"rgwkeeper.purge.probe.{self.plan.plan_id}"
             data = self._data
 

@@ -615,3 +615,12 @@ def test_a_give_back_that_fails_after_a_good_run_fails_the_command(tmp_path):
     with pytest.raises(CephError, match="give back the full ratio.*rgwkeeper restore.*0.08"):
         _raise(io, journal)
     assert fullratio.RATIO_KEY in journal.overrides()
+
+
+def test_a_paced_direct_purge_on_a_full_cluster_sends_no_probe_write(tmp_path):
+    # Probe writes carry no full-try: on a full cluster each would wait out its timeout before
+    # the freeing even starts, and the last one could land after the cleanup.
+    w, io = full_world(tmp_path, clears_after=1)
+    prepared, report = prepare_and_run(tmp_path, w, io, full_wait=60.0, pace_latency_increase=0.3)
+    assert prepared.plan.steps[0].kind == "free_while_full" and report.ok
+    assert not [x for x in w.log if "probe" in x], [x for x in w.log if "probe" in x]
