@@ -19,15 +19,18 @@ class Release:
     min_shards: bool
     """``radosgw-admin bucket set-min-shards`` exists, and ``bucket layout`` shows the pin as
     ``layout.current_index.layout.normal.min_num_shards``."""
+    direct_drop: str | None
+    """How the direct purge drops a bucket whose heads are gone (rgwkeeper.purge.plan.DIRECT_DROP):
+    "metadata-rm", "empty-index", or None where the direct method was not verified."""
 
 
 RELEASES: dict[str, Release] = {r.name: r for r in (
-    #        name        major  shard_reduction  min_shards
-    Release("pacific",   16,    False,           False),
-    Release("quincy",    17,    False,           False),
-    Release("reef",      18,    False,           False),
-    Release("squid",     19,    False,           False),
-    Release("tentacle",  20,    True,            True),
+    #        name        major  shard_reduction  min_shards  direct_drop
+    Release("pacific",   16,    False,           False,      "metadata-rm"),
+    Release("quincy",    17,    False,           False,      None),
+    Release("reef",      18,    False,           False,      "metadata-rm"),
+    Release("squid",     19,    False,           False,      None),
+    Release("tentacle",  20,    True,            True,       "empty-index"),
 )}
 
 

@@ -43,8 +43,9 @@ from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
-from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
+from rgwkeeper.releases import RELEASES
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
 #: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;
@@ -62,7 +63,7 @@ def rate_cap_for(method: str, cap: float) -> float:
 #: since from Tentacle `metadata rm bucket.instance:...` reads the instance and removes nothing
 #: (ceph PR 53799; RGWBucketInstanceMetadataHandler::remove in src/rgw/driver/rados/rgw_bucket.cc).
 #: docs/purge.md, "Dropping the bucket".
-DIRECT_DROP = {"pacific": "metadata-rm", "reef": "metadata-rm", "tentacle": "empty-index"}
+DIRECT_DROP = {r.name: r.direct_drop for r in RELEASES.values() if r.direct_drop is not None}
 
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
 #: with "_") and the bucket drop of the direct method were checked against a real cluster
