@@ -148,7 +148,7 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
             raise ClusterFull(full.refusal(what + f" (method {p.method})"))
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
-                                                             admin_api=io.admin_api)
+                                                             admin_api=io.admin_api, bulk=io.bulk)
     except NoSuchBucket:
         profile = None
     ignored: list[str] = []

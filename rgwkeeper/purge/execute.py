@@ -36,7 +36,7 @@ from rgwkeeper.observe import read_full_state
 from rgwkeeper.purge import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
-from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
+from rgwkeeper.purge.layout import bucket_prefix, head_oid, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
 from rgwkeeper.purge.plan import Plan, Step, rate_cap_for
 from rgwkeeper.units import MAX_DURATION_S, check_number
@@ -727,7 +727,7 @@ class PurgeExecutor:
         # the bucket's metadata: run it alongside.
         gc_task = asyncio.ensure_future(self._admin(gc, long=True))
         try:
-            shards = [(o, "") for o in index_shard_oids(p.bucket_id, p.num_shards)]
+            shards = [(o, "") for o in p.index_shards]
             rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
             bad = [(o, r) for (o, _), r in zip(shards, rets) if r not in (0, -errno.ENOENT)]
             if bad:
@@ -749,7 +749,7 @@ class PurgeExecutor:
         try:
             if not bucket_gone:
                 index = self.io.bulk(p.index_pool)
-                shards = [(o, "") for o in index_shard_oids(p.bucket_id, p.num_shards)]
+                shards = [(o, "") for o in p.index_shards]
                 # Emptying a shard that does not exist would create it: check they all do first.
                 sizes = await index.stat_many(shards, window=64)
                 missing = [o for (o, _), size in zip(shards, sizes) if size is None]
@@ -951,8 +951,11 @@ class PurgeExecutor:
                                 "still exists"))
         except NotFound:
             checks.append(Check("bucket instance gone", "ok", "no bucket.instance metadata"))
-        if p.index_pool:
-            shards = index_shard_oids(p.bucket_id, p.num_shards)
+        if p.index_pool and p.index_gen is None:
+            checks.append(Check("index shards gone", "warning", "not read back: the bucket's index generation "
+                                "was not known (RGW removed its index with the bucket)"))
+        elif p.index_pool:
+            shards = p.index_shards
             sizes = await self.io.bulk(p.index_pool).stat_many([(o, "") for o in shards], window=64)
             left = [o for o, s in zip(shards, sizes) if s is not None]
             checks.append(Check("index shards gone", "failed" if left else "ok",

@@ -8,7 +8,8 @@
   (cls_refcount). An upload's meta object ``<marker>__multipart_<key>.<id>.meta`` lives in
   the data_extra (non-ec) pool.
 - Index shards are ``.dir.<bucket id>.<shard>`` in the index pool (``.dir.<bucket id>`` when
-  the bucket has no shards).
+  the bucket has no shards). From Reef a reshard keeps the bucket id and starts a new index
+  generation: its shards are ``.dir.<bucket id>.<gen>.<shard>`` (docs/purge.md, "Index generations").
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ def is_tail(oid: str, marker: str) -> bool:
     return any(rest.startswith(t) for t in TAIL_MARKERS)
 
 
-def index_shard_oids(bucket_id: str, num_shards: int) -> list[str]:
+def index_shard_oids(bucket_id: str, num_shards: int, gen: int = 0) -> list[str]:
+    """The index shard objects of one index generation (RGW's get_bucket_index_object)."""
     if num_shards <= 0:
         return [f".dir.{bucket_id}"]
-    return [f".dir.{bucket_id}.{n}" for n in range(num_shards)]
+    base = f".dir.{bucket_id}.{gen}" if gen else f".dir.{bucket_id}"
+    return [f"{base}.{n}" for n in range(num_shards)]
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.cli.render import human_bytes  # a pure formatter; the plan renders itself
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
-from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
@@ -269,6 +268,9 @@ def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str |
                     "log entries), so other zones would keep the objects")
         if p.indexless:
             return "the bucket is indexless: there is no index to list heads from"
+        if p.index_gen is None:
+            return (f"its index shards were not found under exactly one index generation (.dir.{p.bucket_id}"
+                    ".<gen>.<shard>), so the drop could not name them all")
         if p.release not in DIRECT_VERIFIED_RELEASES:
             return (f"the RADOS head layout and metadata removal were verified on "
                     f"{', '.join(DIRECT_VERIFIED_RELEASES)} only; this cluster runs {p.release}")
@@ -480,7 +482,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                    f"S3 DeleteObjects bucket={b} Quiet=true for the others (tails go to GC with their "
                    "reference counts)"),
             params={**scope, "strategy": "direct", "versions": False}))
-        shards = index_shard_oids(p.bucket_id, p.num_shards)
+        shards = p.index_shards
         drop = Step(
             "drop_bucket",
             "drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
@@ -562,7 +564,9 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> Step:
 def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
     if r.whole_bucket:
         return (f"radosgw-admin bucket stats --bucket {p.bucket} must say it does not exist; S3 HeadBucket 404",
-                f"librados {p.index_pool}: stat .dir.{p.bucket_id}.<0..{max(p.num_shards, 1) - 1}> -> ENOENT",
+                f"librados {p.index_pool}: stat {_span(p.index_shards)} -> ENOENT" if p.index_gen is not None else
+                f"librados {p.index_pool}: (index generation not known: RGW's own removal of the index is "
+                "not read back)",
                 f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
                 "tails whose refcount xattr still holds references from copies",
                 "radosgw-admin gc list --include-all: no entry for those objects",
@@ -573,6 +577,10 @@ def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
             f"S3 ListMultipartUploads bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
             + ": nothing matching left",
             "radosgw-admin gc list --include-all: no entry for the bucket's objects")
+
+
+def _span(names: Sequence[str]) -> str:
+    return names[0] + (f" .. {names[-1]}" if len(names) > 1 else "")
 
 
 def _duration(s: float) -> str:

@@ -7,19 +7,24 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable, Mapping
 
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephError, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
+from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.snapshot import parse_release
 
 #: rgw_max_chunk_size's default: the most data RGW keeps in an object's head (the first
 #: RADOS object, ``<marker>_<key>``); anything past it goes to tail objects.
 DEFAULT_HEAD_CHUNK_BYTES = 4 << 20
+
+#: Index generations probed for a bucket whose stats do not name its generation (before
+#: Tentacle): each reshard on Reef and later starts the next one (docs/purge.md, "Index generations").
+INDEX_GENERATIONS_PROBED = 64
 
 # RGWBucketFlags (rgw_common.h): the bits of bucket_info.flags a purge cares about.
 BUCKET_VERSIONED = 0x2
@@ -57,16 +62,27 @@ class BucketProfile:
     # Data pools of the placement's other storage classes: tails of objects moved there
     # (lifecycle transitions) live in them while the head stays in data_pool.
     class_data_pools: tuple[str, ...] = ()
+    # The index generation whose shards hold the bucket's index; None: not known (the stats do
+    # not name it and the shards were not found under exactly one generation).
+    index_gen: int | None = 0
 
     @property
     def mean_object_bytes(self) -> float:
         return self.size_bytes / self.num_objects if self.num_objects else 0.0
+
+    @property
+    def index_shards(self) -> list[str]:
+        """The current index generation's shard objects (ValueError if the generation is unknown)."""
+        if self.index_gen is None:
+            raise ValueError(f"the index generation of bucket {self.bucket} is not known")
+        return index_shard_oids(self.bucket_id, self.num_shards, self.index_gen)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BucketProfile":
+        # A checkpoint written before index_gen was recorded meant generation 0.
         return cls(**{**d, "class_data_pools": tuple(d.get("class_data_pools", ()))})
 
 
@@ -114,17 +130,21 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
         version=version,
         head_chunk_bytes=head_chunk_bytes or DEFAULT_HEAD_CHUNK_BYTES,
         class_data_pools=tuple(x for x in pools.get("class_data_pools", ()) if x != pools.get("data_pool")),
+        # Tentacle's bucket stats name the generation; earlier releases' do not (resolved by a probe).
+        index_gen=int(stats["index_generation"]) if "index_generation" in stats else None,
     )
 
 
 async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
-                         admin_api: AdminApi | None = None) -> BucketProfile:
+                         admin_api: AdminApi | None = None,
+                         bulk: Callable[[str], BulkObjects] | None = None) -> BucketProfile:
     """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist.
 
     With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
     instead of two radosgw-admin processes run one after the other (each 0.15-1 s here); the
     zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
     meanwhile. Without the metadata=read cap the instance is read with radosgw-admin.
+    With ``bulk`` (librados on a pool), an index generation the stats do not name is probed.
     """
     validate_bucket(bucket)
 
@@ -157,4 +177,22 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
             rados.acommand({"prefix": "versions"}), head_chunk())
     except NotFound:
         raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
-    return parse_profile(stats, instance, placement, zones, versions or {}, chunk)
+    profile = parse_profile(stats, instance, placement, zones, versions or {}, chunk)
+    if bulk is not None:
+        profile = await probe_index_generation(profile, bulk(profile.index_pool) if profile.index_pool else None)
+    return profile
+
+
+async def probe_index_generation(p: BucketProfile, index: BulkObjects | None) -> BucketProfile:
+    """Settle ``index_gen`` by statting shard 0 of generations 0..INDEX_GENERATIONS_PROBED-1:
+    exactly one must exist, else it stays None (and the direct method is refused)."""
+    if p.index_gen is not None or p.indexless:
+        return p
+    if p.num_shards <= 0:
+        return replace(p, index_gen=0)  # an unsharded index is .dir.<id>, whatever its generation
+    if index is None:
+        return p
+    gens = range(INDEX_GENERATIONS_PROBED)
+    sizes = await index.stat_many([(index_shard_oids(p.bucket_id, 1, g)[0], "") for g in gens], window=64)
+    found = [g for g, size in zip(gens, sizes) if size is not None]
+    return replace(p, index_gen=found[0]) if len(found) == 1 else p

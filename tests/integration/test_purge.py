@@ -464,3 +464,31 @@ def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, 
 
 def release(cluster) -> str:
     return "pacific" if " pacific " in json.dumps(cluster.ceph("versions")) else "later"
+
+
+INDEX_POOL = "default.rgw.buckets.index"
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_direct_purge_of_a_resharded_bucket_removes_its_current_index_shards(ceph_cluster, s3, bucket_name,
+                                                                              tmp_path):
+    # Reef and later reshard in place: the new shards are .dir.<id>.<gen>.<n>, same bucket id
+    # (Pacific gives the bucket a new id instead); the direct drop must find them either way.
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 40, size=2048)
+    resharded = radosgw_admin(ceph_cluster, "bucket", "reshard", "--bucket", b, "--num-shards", "7",
+                              "--yes-i-really-mean-it")
+    assert resharded.returncode == 0, resharded.stderr
+    stats = bucket_stats(ceph_cluster, b)
+    assert stats["num_shards"] == 7
+    shards = rados_ls(ceph_cluster, INDEX_POOL, f".dir.{stats['id']}.")
+    assert len(shards) == 7, shards  # only the current generation's shards are left after a reshard
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--method", "direct", "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+    assert doc["counters"]["direct_removed"] == 40
+    assert bucket_stats(ceph_cluster, b) is None
+    assert rados_ls(ceph_cluster, INDEX_POOL, f".dir.{stats['id']}") == []
+    assert_nothing_left(ceph_cluster, stats["marker"])

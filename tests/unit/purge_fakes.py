@@ -123,6 +123,19 @@ class World:
         self.versions = {daemon: swap(counts) for daemon, counts in self.versions.items()}
         return self
 
+    def resharded_in_place(self, gen: int, *, stats_name_it: bool = False, keep_old: bool = False) -> "World":
+        """A reshard as Reef and later do it: same bucket id, the index moved to generation ``gen``
+        (``.dir.<id>.<gen>.<n>``); Tentacle's bucket stats name the generation, Reef's do not."""
+        old = [o for o in self.pools[INDEX] if o.startswith(f".dir.{self.bucket_id}")]
+        for n in range(self.stats["num_shards"]):
+            self.pools[INDEX][f".dir.{self.bucket_id}.{gen}.{n}"] = {"size": 0, "locator": "", "refs": 0}
+        if not keep_old:
+            for o in old:
+                del self.pools[INDEX][o]
+        if stats_name_it:
+            self.stats["index_generation"] = gen
+        return self
+
     @property
     def release(self) -> str:
         overall = self.versions.get("overall", {})

@@ -39,7 +39,8 @@ def no_sleep(monkeypatch):
 
 def make(world, tmp_path, request=None, **kw):
     io, bulks = purge_io(world, tmp_path)
-    profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+    profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api,
+                                         bulk=io.bulk))
     p = plan(profile, request or PurgeRequest(world.bucket), now=kw.pop("now", time.time()))
     cp = Checkpoint(tmp_path / "cp.json")
     return p, io, cp, bulks
@@ -923,3 +924,30 @@ def test_a_tentacle_index_shard_missing_from_where_the_plan_expects_it_is_never_
         run(p, io, cp)
     assert not any(line.startswith("rados empty index") for line in w.log)
     assert w.exists and w.instance is not None and f".dir.{w.bucket_id}.7" not in w.pools[INDEX]
+
+
+@pytest.mark.parametrize("release, stats_name_it", [("reef", False), ("tentacle", True), ("tentacle", False)])
+def test_a_bucket_resharded_in_place_is_dropped_by_its_current_generations_shards(tmp_path, release, stats_name_it):
+    # Reef and later reshard in place: .dir.<id>.<gen>.<n>. Before, the drop removed (or, on
+    # Tentacle, looked for) .dir.<id>.<n> and the read-back checked those same names.
+    w = World().as_release(release, {"reef": "18.2.7", "tentacle": "20.2.4"}[release])
+    w.resharded_in_place(3, stats_name_it=stats_name_it)
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.method == "direct" and p.profile.index_gen == 3
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert w.pools[INDEX] == {}
+    checks = {c.name: c for c in report.checks}
+    assert checks["index shards gone"].status == "ok"
+    assert any(f".dir.{w.bucket_id}.3.0 .. .dir.{w.bucket_id}.3.10" in c for s in p.steps for c in s.calls)
+
+
+def test_shards_under_two_generations_and_stats_that_do_not_say_which_refuse_the_direct_method(tmp_path):
+    w = World().as_release("reef", "18.2.7").resharded_in_place(2, keep_old=True)
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.profile.index_gen is None
+    assert p.method == "s3"
+    assert any(m == "direct" and "index generation" in why for m, why in p.rejected), p.rejected
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert {c.name: c.status for c in report.checks}["index shards gone"] == "warning"

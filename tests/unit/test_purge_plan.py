@@ -38,7 +38,8 @@ def _placement() -> dict:
 def mixed(**changes):
     zones = [z["name"] for z in FX["zonegroup_get"]["zones"]]
     p = parse_profile(FX["bucket_stats_mixed"], FX["instance_mixed"], _placement(), zones, FX["versions"])
-    return dataclasses.replace(p, **changes)
+    assert p.index_gen is None  # Pacific's stats do not name it: gather_profile probes (index_gen 0 here)
+    return dataclasses.replace(p, **{"index_gen": 0, **changes})
 
 
 def versioned():
@@ -64,6 +65,8 @@ def test_head_names_match_what_rados_lists():
 def test_index_shard_names():
     assert index_shard_oids("z.1.2", 3) == [".dir.z.1.2.0", ".dir.z.1.2.1", ".dir.z.1.2.2"]
     assert index_shard_oids("z.1.2", 0) == [".dir.z.1.2"]
+    assert index_shard_oids("z.1.2", 2, gen=4) == [".dir.z.1.2.4.0", ".dir.z.1.2.4.1"]  # Reef's in-place reshard
+    assert index_shard_oids("z.1.2", 0, gen=4) == [".dir.z.1.2"]
 
 
 def test_refcount_of_a_tail_shared_with_a_copy():
