@@ -162,6 +162,9 @@ def approaching(snap: Snapshot, *, reshard_at_ratio: float, growth_factor: float
         names = ", ".join(b.bucket for b in near[:5])
         return [], (f"{len(near)} bucket(s) near the threshold ({names}), but write load "
                     f"{smoothed_write_ops:.0f} op/s is above {max_write_ops:.0f}: waiting for a quiet time")
+    if snap.load_checks:
+        return [], (f"{len(near)} bucket(s) near the threshold, but the cluster is not quiet "
+                    f"({', '.join(snap.load_checks)}): waiting for a quiet time")
     target = max(1, int(snap.max_objs_per_shard * target_ratio))
     plans = []
     for b in sorted(near, key=lambda b: b.fill_ratio, reverse=True):
