@@ -140,3 +140,33 @@ def _config_help_exists(ceph_cluster, option):
         assert "ENOENT" in str(exc) or "not" in str(exc).lower(), exc
         return False
     return True
+
+
+@pytest.mark.releases("tentacle", "reef")
+def test_a_real_bluestore_slow_op_alert_makes_status_say_not_quiet(ceph_cluster, s3, bucket_name, rgw_option):
+    from rgwkeeper import releases
+
+    snap = _status_json(ceph_cluster)
+    if not _config_help_exists(ceph_cluster, "bluestore_slow_ops_warn_lifetime"):
+        pytest.skip(f"{snap['release']} has no BLUESTORE_SLOW_OP_ALERT (Reef 18.2.5 and later)")
+    # Every BlueStore op counts as slow, and a slow op is remembered for 20 s only: the alert
+    # comes at once and is gone again before the next test.
+    rgw_option("bluestore_slow_ops_warn_lifetime", "20", who="osd")
+    rgw_option("bluestore_log_op_age", "0.000001", who="osd")
+    s3.create_bucket(Bucket=bucket_name)
+    deadline = time.monotonic() + 90
+    while "BLUESTORE_SLOW_OP_ALERT" not in ceph_cluster.ceph("health", "detail")["checks"]:
+        assert time.monotonic() < deadline, "no BLUESTORE_SLOW_OP_ALERT within 90 s"
+        s3.put_object(Bucket=bucket_name, Key=f"k{time.monotonic_ns()}", Body=b"x" * 4096)
+        time.sleep(2)
+    snap = _status_json(ceph_cluster)
+    assert "BLUESTORE_SLOW_OP_ALERT" in snap["derived"]["load_checks"]
+    assert snap["derived"]["health_kinds"]["BLUESTORE_SLOW_OP_ALERT"] == releases.LOAD
+    text = _status(ceph_cluster, "--buckets", "0", env={**os.environ, "COLUMNS": "200"}).stdout
+    assert re.search(r"^health: load \(not quiet\): [A-Z_, ]*BLUESTORE_SLOW_OP_ALERT", text, re.M), text
+    # Leave the cluster as found: ops are fast again, and the alert ages out within its lifetime.
+    ceph_cluster.ceph("config", "rm", "osd", "bluestore_log_op_age")
+    deadline = time.monotonic() + 120
+    while "BLUESTORE_SLOW_OP_ALERT" in ceph_cluster.ceph("health", "detail")["checks"]:
+        assert time.monotonic() < deadline, "BLUESTORE_SLOW_OP_ALERT still raised 120 s after ops were fast again"
+        time.sleep(3)
