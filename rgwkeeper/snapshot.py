@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from rgwkeeper.releases import LOAD, health_kind
+
 # Health codes rgwkeeper acts on or reports; the full set of checks is kept regardless.
 BLUEFS_SPILLOVER = "BLUEFS_SPILLOVER"
 OSD_NEARFULL = "OSD_NEARFULL"

@@ -106,10 +106,12 @@ def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, targe
         return ShardPlan(bucket, True, current, wanted, (pin,) if pin else (),
                          f"has {current} shards, enough for {expected_objects:,} objects (never shrinks)", capped, note)
     if multisite and state.exists:
-        # Pacific cannot reshard a bucket in a multisite zonegroup without breaking sync
-        # (resharding with multisite arrived in Reef).
+        # Pacific cannot reshard a bucket in a multisite zonegroup without breaking sync; from
+        # Reef it can once every zone enables the zonegroup feature "resharding", which rgwkeeper
+        # does not read yet: not resharding is the safe choice on every release.
         return ShardPlan(bucket, True, current, wanted, (),
-                         "zonegroup has several zones: Pacific cannot reshard under multisite", capped)
+                         "zonegroup has several zones: rgwkeeper does not reshard under multisite (Pacific cannot; "
+                         "Reef and later need the zonegroup feature \"resharding\" on every zone)", capped)
     actions: list[CreateBucket | ReshardBucket | SetMinShards] = []
     if not state.exists:
         actions.append(CreateBucket(bucket, reason=why))

@@ -136,3 +136,17 @@ def test_the_table_is_one_row_per_code_and_names_releases_it_knows():
         assert row.since in releases.RELEASES
     assert releases.HEALTH_CODES["BLUESTORE_SLOW_OP_ALERT"].since == "reef"
     assert releases.HEALTH_CODES["AUTH_INSECURE_KEYS_ALLOWED"].kind == releases.NOT_LOAD
+
+
+@pytest.mark.parametrize("release", ["reef", "tentacle"])
+def test_a_captured_bluestore_slow_op_alert_is_load_and_the_warnings_beside_it_are_not(release):
+    # tests/fixtures/capture_health.py: every BlueStore op made slow for a moment on a real cluster.
+    obs = observation(release)
+    obs["health"] = json.loads((FIXTURES.parent / release / "health-slow-op-alert.json").read_text())
+    snap = parse(obs)
+    assert snap.load_checks == ("BLUESTORE_SLOW_OP_ALERT",)
+    assert snap.checks["BLUESTORE_SLOW_OP_ALERT"].count >= 1
+    assert set(snap.checks) - {"BLUESTORE_SLOW_OP_ALERT"} <= {
+        c for c, h in releases.HEALTH_CODES.items() if h.kind == releases.NOT_LOAD}
+    d = spillover.decide(parse(spilled(obs)), SPILL, {}, smoothed_write_ops=10, gate_open=True, now=100.0)
+    assert d.actions == () and "not quiet (BLUESTORE_SLOW_OP_ALERT)" in d.reason
