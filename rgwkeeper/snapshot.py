@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
+from rgwkeeper.releases import LOAD, health_kind
+
 # Health codes rgwkeeper acts on or reports; the full set of checks is kept regardless.
 BLUEFS_SPILLOVER = "BLUEFS_SPILLOVER"
 OSD_NEARFULL = "OSD_NEARFULL"
@@ -204,6 +206,23 @@ class ScrubState:
     def op_queues(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.op_queue_by_osd.values())))
 
+    def settings_by_osd(self) -> dict[int, dict[str, str]]:
+        """{osd_id: {option: effective value}}, options in name order."""
+        out: dict[int, dict[str, str]] = {}
+        for name, per_osd in sorted(self.effective_options.items()):
+            for osd_id, value in per_osd.items():
+                out.setdefault(osd_id, {})[name] = value
+        return dict(sorted(out.items()))
+
+    def setting_groups(self) -> tuple[tuple[tuple[int, ...], dict[str, str]], ...]:
+        """OSDs with identical effective values, one group each, the largest group first: a cluster
+        of hundreds of OSDs shows as a few lines."""
+        groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+        for osd_id, values in self.settings_by_osd().items():
+            groups.setdefault(tuple(values.items()), []).append(osd_id)
+        return tuple((tuple(ids), dict(values)) for values, ids in
+                     sorted(groups.items(), key=lambda g: (-len(g[1]), g[1][0])))
+
 
 @dataclass(frozen=True, slots=True)
 class BucketShards:
@@ -280,6 +299,12 @@ class Snapshot:
     def has_check(self, code: str) -> bool:
         return code in self.checks
 
+    @property
+    def load_checks(self) -> tuple[str, ...]:
+        """Health codes raised now that mean the cluster is under stress (rgwkeeper.releases.HEALTH_CODES;
+        an unknown code counts unless muted). Empty: the health checks allow calling it quiet."""
+        return tuple(sorted(c.code for c in self.checks.values() if health_kind(c.code, muted=c.muted) == LOAD))
+
     def buckets_nearest_reshard(self, limit: int = 10) -> tuple[BucketShards, ...]:
         return tuple(sorted(self.buckets, key=lambda b: b.fill_ratio, reverse=True)[:limit])
 
@@ -292,6 +317,10 @@ class Snapshot:
             "fullest_osd_used_ratio": self.fullest_osd.used_ratio if self.fullest_osd else None,
             "spilled_osds": [b.osd_id for b in self.spilled_osds],
             "op_queues": list(self.scrub.op_queues),
+            "health_kinds": {c.code: health_kind(c.code, muted=c.muted) for c in self.checks.values()},
+            "load_checks": list(self.load_checks),
+            "osd_settings": [{"osds": list(ids), "settings": values} for ids, values in self.scrub.setting_groups()],
+            "settings_by_osd": self.scrub.settings_by_osd(),
         }
         out["full"] = self.full.to_dict() if self.full is not None else None
         return _jsonable(out)

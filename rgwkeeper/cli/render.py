@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any, Mapping
 
 from rich.console import Console, Group
@@ -11,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rgwkeeper.releases import HEALTH_CODES, LOAD, health_kind
 from rgwkeeper.snapshot import Snapshot
 
 _STATUS_STYLE = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow", "HEALTH_ERR": "red"}
@@ -60,6 +60,8 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
     if snap.checks:
         header.append("  " + " ".join(sorted(snap.checks)), style="yellow")
     console.print(header)
+    if snap.checks:
+        console.print(health_line(snap))
     if snap.full is not None and snap.full.full:
         console.print(Panel(Group(Text(snap.full.describe(), style="bold red"), Text("what to do: " + snap.full.advice())),
                             title="FULL: writes are blocked", title_align="left", border_style="red"))
@@ -76,6 +78,27 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
         for source, error in group_errors(snap):
             t.add_row(source, error)
         console.print(t)
+
+
+def health_line(snap: Snapshot) -> Text:
+    """Which raised checks mean load (not quiet) and which say nothing about it (releases.HEALTH_CODES)."""
+    load = snap.load_checks
+    other: dict[str, list[str]] = {}
+    for c in sorted(snap.checks.values(), key=lambda c: c.code):
+        if health_kind(c.code, muted=c.muted) != LOAD:
+            about = HEALTH_CODES[c.code].about if c.code in HEALTH_CODES else "muted, unclassified"
+            other.setdefault(about, []).append(c.code)
+    line = Text("health: ")
+    if load:
+        unknown = [c for c in load if c not in HEALTH_CODES]
+        line.append("load (not quiet): " + ", ".join(load), style="bold red")
+        if unknown:
+            line.append(f" ({', '.join(unknown)} unclassified: counted as load until muted)", style="red")
+    else:
+        line.append("quiet (no load-related check)", style="green")
+    if other:
+        line.append("; not load: " + "; ".join(f"{about} {', '.join(codes)}" for about, codes in other.items()))
+    return line
 
 
 def _daemon(view: Mapping[str, Any] | None) -> Panel:
@@ -196,15 +219,52 @@ def _scrub(snap: Snapshot) -> Panel:
         (", ".join(flags) or "none", "yellow" if flags else "green"),
         "; op queue: ", (", ".join(s.op_queues) or "unknown", "cyan"),
     )]
-    for name, per_osd in sorted(s.effective_options.items()):
-        if name == "osd_op_queue":
-            continue
-        counts = Counter(per_osd.values())
-        values = ", ".join(f"{v} on {n} OSD{'s' if n != 1 else ''}" for v, n in counts.most_common())
-        lines.append(Text(f"  {name} = {values}"))
+    groups = s.setting_groups()
+    for ids, values in groups[:SETTING_GROUPS_SHOWN]:
+        lines.append(Text(f"  {_osd_set(ids)}: {osd_settings_text(values)}"))
+    if len(groups) > SETTING_GROUPS_SHOWN:
+        rest = sum(len(ids) for ids, _ in groups[SETTING_GROUPS_SHOWN:])
+        lines.append(Text(f"  ... {len(groups) - SETTING_GROUPS_SHOWN} more groups of settings on {rest} OSDs "
+                          "(status --json lists every OSD)", style="yellow"))
     if snap.has_check("PG_NOT_DEEP_SCRUBBED"):
         lines.append(Text(f"PG_NOT_DEEP_SCRUBBED: {snap.checks['PG_NOT_DEEP_SCRUBBED'].summary}", style="red"))
     return Panel(Group(*lines), title="scrub", title_align="left")
+
+
+SETTING_GROUPS_SHOWN = 8
+_RANGES_SHOWN = 3
+
+
+def _osd_set(ids: tuple[int, ...]) -> str:
+    """``osd.0-2``; a scattered group as ``212 OSDs (osd.0-99, osd.120-199, osd.210-220, 4 more ranges)``."""
+    ranges = _id_ranges(list(ids)).split(", ")
+    if len(ranges) <= _RANGES_SHOWN:
+        return ", ".join(ranges)
+    return f"{len(ids)} OSDs ({', '.join(ranges[:_RANGES_SHOWN])}, {len(ranges) - _RANGES_SHOWN} more ranges)"
+
+
+def osd_settings_text(values: Mapping[str, str]) -> str:
+    """``mclock_scheduler, balanced, osd_max_scrubs 3, osd_scrub_sleep 0 (ignored)``: the op queue,
+    the mClock profile where mClock runs (wpq ignores it), then each option read back."""
+    queue = values.get("osd_op_queue", "op queue unknown")
+    mclock = queue == "mclock_scheduler"
+    parts = [queue]
+    if mclock and "osd_mclock_profile" in values:
+        parts.append(values["osd_mclock_profile"])
+    for name, value in values.items():
+        if name in ("osd_op_queue", "osd_mclock_profile"):
+            continue
+        # mClock ignores osd_scrub_sleep (docs/architecture.md, "Releases").
+        parts.append(f"{name} {_short_number(value)}" + (" (ignored)" if mclock and name == "osd_scrub_sleep" else ""))
+    return ", ".join(parts)
+
+
+def _short_number(value: str) -> str:
+    """``10.000000`` (how `config get` prints a float) as ``10``; anything else unchanged."""
+    try:
+        return f"{float(value):g}" if "." in value else value
+    except ValueError:
+        return value
 
 
 def _buckets(snap: Snapshot, rows: int) -> Panel:

@@ -106,10 +106,12 @@ def plan_shards(bucket: str, expected_objects: int, state: BucketState, *, targe
         return ShardPlan(bucket, True, current, wanted, (pin,) if pin else (),
                          f"has {current} shards, enough for {expected_objects:,} objects (never shrinks)", capped, note)
     if multisite and state.exists:
-        # Pacific cannot reshard a bucket in a multisite zonegroup without breaking sync
-        # (resharding with multisite arrived in Reef).
+        # Pacific cannot reshard a bucket in a multisite zonegroup without breaking sync; from
+        # Reef it can once every zone enables the zonegroup feature "resharding", which rgwkeeper
+        # does not read yet: not resharding is the safe choice on every release.
         return ShardPlan(bucket, True, current, wanted, (),
-                         "zonegroup has several zones: Pacific cannot reshard under multisite", capped)
+                         "zonegroup has several zones: rgwkeeper does not reshard under multisite (Pacific cannot; "
+                         "Reef and later need the zonegroup feature \"resharding\" on every zone)", capped)
     actions: list[CreateBucket | ReshardBucket | SetMinShards] = []
     if not state.exists:
         actions.append(CreateBucket(bucket, reason=why))
@@ -162,6 +164,9 @@ def approaching(snap: Snapshot, *, reshard_at_ratio: float, growth_factor: float
         names = ", ".join(b.bucket for b in near[:5])
         return [], (f"{len(near)} bucket(s) near the threshold ({names}), but write load "
                     f"{smoothed_write_ops:.0f} op/s is above {max_write_ops:.0f}: waiting for a quiet time")
+    if snap.load_checks:
+        return [], (f"{len(near)} bucket(s) near the threshold, but the cluster is not quiet "
+                    f"({', '.join(snap.load_checks)}): waiting for a quiet time")
     target = max(1, int(snap.max_objs_per_shard * target_ratio))
     plans = []
     for b in sorted(near, key=lambda b: b.fill_ratio, reverse=True):

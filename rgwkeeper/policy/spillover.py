@@ -5,7 +5,8 @@ Spillover (RocksDB metadata on the slow device) made ingest and reads degrade in
 and 10-billion-object studies. ``ceph tell osd.N compact`` can move it back when the DB
 device has room; when it does not clear the spillover, the DB device is too small for the
 OSD's metadata and the answer is a bigger one. Compaction is I/O heavy, so: one OSD per
-pass, only while write load is low and the gates are open, and not the same OSD again
+pass, only while write load is low, no health check says the cluster is under stress
+(Snapshot.load_checks) and the gates are open, and not the same OSD again
 within ``min_interval_s``. Key on the ``BLUEFS_SPILLOVER`` code and ``slow_used_bytes``,
 never on the health message text. Pure: no I/O.
 """
@@ -64,6 +65,9 @@ def decide(snap: Snapshot, s: SpilloverSection, memory: Mapping[str, Any], *, sm
     if smoothed_write_ops > s.max_write_ops:
         return SpilloverDecision((), f"{len(spilled)} OSD(s) spill over, but write load {smoothed_write_ops:.0f} op/s "
                                      f"is above {s.max_write_ops:.0f}: compaction waits", needs)
+    if snap.load_checks:
+        return SpilloverDecision((), f"{len(spilled)} OSD(s) spill over, but the cluster is not quiet "
+                                     f"({', '.join(snap.load_checks)}): compaction waits", needs)
     due = [b for b in spilled.values()
            if now - float((memory.get(f"osd.{b.osd_id}") or {}).get("at", -math.inf)) >= s.min_interval_s]
     if not due:

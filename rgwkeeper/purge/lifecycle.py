@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
+from rgwkeeper.releases import RELEASES
 from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, check_text
 
 RULE_ID_PREFIX = "rgwkeeper-"
@@ -25,13 +26,10 @@ DAY_S = 86400
 #: The most days a rule may wait (100 years): more is a typo, and RGW keeps days in an int.
 MAX_DAYS = MAX_DURATION_S // DAY_S
 
-# Releases whose RGW knows ObjectSizeGreaterThan/ObjectSizeLessThan in lifecycle filters
-# (added in Reef; Pacific 16.2.15 rejects the rule with MalformedXML).
-SIZE_FILTER_RELEASES = ("reef", "squid", "tentacle")
-#: Releases whose ``radosgw-admin lc process --bucket B`` processes bucket B alone (tracker 53430,
-#: Quincy). Measured on 16.2.15: --bucket is ignored, every lifecycle shard is run once and only
-#: the first bucket of each shard is processed.
-LC_ONE_BUCKET_RELEASES = ("quincy", "reef", "squid", "tentacle")
+#: Releases whose RGW knows lifecycle size filters, and whose ``lc process --bucket B`` runs B
+#: alone: columns of the release table (rgwkeeper.releases.Release.size_filters, .lc_one_bucket).
+SIZE_FILTER_RELEASES = tuple(n for n, r in RELEASES.items() if r.size_filters)
+LC_ONE_BUCKET_RELEASES = tuple(n for n, r in RELEASES.items() if r.lc_one_bucket)
 
 _RULE_KEYS = {"bucket", "prefix", "days", "tags", "noncurrent_days", "expired_delete_markers",
               "abort_multipart_days", "larger_than", "smaller_than"}

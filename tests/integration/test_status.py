@@ -90,3 +90,83 @@ def test_missing_keyring_is_one_line_and_exit_2(ceph_cluster, tmp_path):
     proc = _status(ceph_cluster, "--keyring", str(tmp_path / "none.keyring"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"rgwkeeper: error: keyring {tmp_path / 'none.keyring'} does not exist; pass --keyring PATH"
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_status_shows_each_osds_op_queue_and_profile_and_which_checks_mean_load(ceph_cluster):
+    from rgwkeeper import releases
+
+    snap = _status_json(ceph_cluster)
+    row = releases.behaviour(snap["release"])
+    osds = [o["osd"] for o in ceph_cluster.ceph("osd", "dump")["osds"] if o["up"] == 1]
+    per_osd = snap["derived"]["settings_by_osd"]
+    assert sorted(int(o) for o in per_osd) == sorted(osds)
+    for osd in osds:
+        # The mgr's view of what each OSD runs, an answer independent of rgwkeeper's `tell ... config get`.
+        shown = {o["name"]: o["value"] for o in ceph_cluster.ceph("config", "show-with-defaults", f"osd.{osd}")}
+        assert per_osd[str(osd)]["osd_op_queue"] == shown["osd_op_queue"] == row.default_op_queue
+        assert per_osd[str(osd)]["osd_mclock_profile"] == shown["osd_mclock_profile"]
+    assert snap["derived"]["osd_settings"][0]["osds"] == sorted(osds)  # defaults everywhere: one group
+    text = _status(ceph_cluster, "--buckets", "0", env={**os.environ, "COLUMNS": "200"}).stdout
+    first, last = min(osds), max(osds)
+    if row.default_op_queue == "mclock_scheduler":
+        assert f"osd.{first}-{last}: mclock_scheduler, {per_osd[str(first)]['osd_mclock_profile']}," in text
+    else:
+        assert f"osd.{first}-{last}: wpq, osd_max_scrubs" in text and "balanced" not in text
+
+    # Every check this release raises is in rgwkeeper's table, and status says which ones mean load.
+    health = ceph_cluster.ceph("health", "detail")
+    kinds = snap["derived"]["health_kinds"]
+    for code in health["checks"]:
+        assert code in releases.HEALTH_CODES, f"{snap['release']} raises {code}, which rgwkeeper does not classify"
+    assert set(kinds) <= set(releases.HEALTH_CODES)
+    health_line = next(line for line in text.splitlines() if line.startswith("health: "))
+    for code, kind in kinds.items():
+        assert (kind == releases.LOAD) == (code in snap["derived"]["load_checks"]) and code in health_line
+    if snap["release"] == "tentacle":
+        # The test cluster's client.admin keeps an aes key for the host's Pacific client.
+        assert {"AUTH_INSECURE_CLIENT_KEY_TYPE", "AUTH_INSECURE_KEYS_ALLOWED"} <= set(kinds)
+        assert kinds["AUTH_INSECURE_CLIENT_KEY_TYPE"] == releases.NOT_LOAD
+    # BLUESTORE_SLOW_OP_ALERT comes with its options: Reef 18.2.5 and later have them, Pacific not.
+    has_slow_op_alert = _config_help_exists(ceph_cluster, "bluestore_slow_ops_warn_lifetime")
+    assert has_slow_op_alert == (row.major >= releases.RELEASES[releases.HEALTH_CODES[
+        "BLUESTORE_SLOW_OP_ALERT"].since].major)
+
+
+def _config_help_exists(ceph_cluster, option):
+    try:
+        ceph_cluster.ceph("config", "help", option)
+    except RuntimeError as exc:
+        assert "ENOENT" in str(exc) or "not" in str(exc).lower(), exc
+        return False
+    return True
+
+
+@pytest.mark.releases("tentacle", "reef")
+def test_a_real_bluestore_slow_op_alert_makes_status_say_not_quiet(ceph_cluster, s3, bucket_name, rgw_option):
+    from rgwkeeper import releases
+
+    snap = _status_json(ceph_cluster)
+    if not _config_help_exists(ceph_cluster, "bluestore_slow_ops_warn_lifetime"):
+        pytest.skip(f"{snap['release']} has no BLUESTORE_SLOW_OP_ALERT (Reef 18.2.5 and later)")
+    # Every BlueStore op counts as slow, and a slow op is remembered for 20 s only: the alert
+    # comes at once and is gone again before the next test.
+    rgw_option("bluestore_slow_ops_warn_lifetime", "20", who="osd")
+    rgw_option("bluestore_log_op_age", "0.000001", who="osd")
+    s3.create_bucket(Bucket=bucket_name)
+    deadline = time.monotonic() + 90
+    while "BLUESTORE_SLOW_OP_ALERT" not in ceph_cluster.ceph("health", "detail")["checks"]:
+        assert time.monotonic() < deadline, "no BLUESTORE_SLOW_OP_ALERT within 90 s"
+        s3.put_object(Bucket=bucket_name, Key=f"k{time.monotonic_ns()}", Body=b"x" * 4096)
+        time.sleep(2)
+    snap = _status_json(ceph_cluster)
+    assert "BLUESTORE_SLOW_OP_ALERT" in snap["derived"]["load_checks"]
+    assert snap["derived"]["health_kinds"]["BLUESTORE_SLOW_OP_ALERT"] == releases.LOAD
+    text = _status(ceph_cluster, "--buckets", "0", env={**os.environ, "COLUMNS": "200"}).stdout
+    assert re.search(r"^health: load \(not quiet\): [A-Z_, ]*BLUESTORE_SLOW_OP_ALERT", text, re.M), text
+    # Leave the cluster as found: ops are fast again, and the alert ages out within its lifetime.
+    ceph_cluster.ceph("config", "rm", "osd", "bluestore_log_op_age")
+    deadline = time.monotonic() + 120
+    while "BLUESTORE_SLOW_OP_ALERT" in ceph_cluster.ceph("health", "detail")["checks"]:
+        assert time.monotonic() < deadline, "BLUESTORE_SLOW_OP_ALERT still raised 120 s after ops were fast again"
+        time.sleep(3)

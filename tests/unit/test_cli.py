@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import subprocess
 import sys
 
@@ -14,13 +15,17 @@ from rgwkeeper.cli.main import cli
 from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.render import group_errors, human_duration, render_status
 from rgwkeeper.snapshot import parse
-from tests.unit.fakes import load_fixture
+from tests.unit.fakes import FIXTURES, load_fixture
 
 
 def _render(snap, **kw):
     buf = io.StringIO()
     render_status(snap, console=Console(file=buf, width=140, color_system=None), **kw)
     return buf.getvalue()
+
+
+def _lines(text):
+    return [x.strip("│ ") for x in text.splitlines()]
 
 
 def test_status_table_shows_fill_spillover_scrub_and_buckets():
@@ -31,6 +36,8 @@ def test_status_table_shows_fill_spillover_scrub_and_buckets():
     for osd in ("osd.0", "osd.1", "osd.2"):
         assert osd in text
     assert "op queue: wpq" in text
+    # Per OSD group: the op queue, no mClock profile under wpq (it ignores it), each option read back.
+    assert "osd.0-2: wpq, osd_max_scrubs 1, osd_scrub_load_threshold 0.5, osd_scrub_sleep 0" in _lines(text)
     row = next(line for line in text.splitlines() if "capture-near-limit" in line)
     assert "WARN" in row and "95.0%" in row
     assert "not observed" not in text
@@ -129,3 +136,24 @@ def test_every_command_resolves_and_purge_imports_no_load_generator():
 ])
 def test_human_duration_rounds_to_the_nearest_minute(seconds, text):
     assert human_duration(seconds) == text
+
+
+def test_status_groups_osds_by_their_settings_and_shows_the_mclock_profile_where_mclock_runs():
+    obs = json.loads((FIXTURES.parent / "tentacle" / "observation.json").read_text())
+    template = obs["osd_config"]["0"]
+    obs["osd_config"] = {str(i): dict(template) for i in range(400)}
+    for i in range(100, 120):
+        obs["osd_config"][str(i)].update(osd_op_queue="wpq")
+    for i in range(12):  # twelve more groups of one OSD each: the render caps the groups it lists
+        obs["osd_config"][str(300 + i)]["osd_max_scrubs"] = str(10 + i)
+    for i in (2, 4, 6):  # a group scattered over many ranges is summed up, not listed
+        obs["osd_config"][str(i)]["osd_scrub_sleep"] = "0.1"
+    buf = io.StringIO()
+    render_status(parse(obs), console=Console(file=buf, width=200, color_system=None), bucket_rows=0)
+    lines = _lines(buf.getvalue())
+    assert ("365 OSDs (osd.0-1, osd.3, osd.5, 3 more ranges): mclock_scheduler, balanced, osd_max_scrubs 3, "
+            "osd_scrub_load_threshold 10, osd_scrub_sleep 0 (ignored)") in lines
+    assert "osd.100-119: wpq, osd_max_scrubs 3, osd_scrub_load_threshold 10, osd_scrub_sleep 0" in lines
+    assert ("osd.2, osd.4, osd.6: mclock_scheduler, balanced, osd_max_scrubs 3, osd_scrub_load_threshold 10, "
+            "osd_scrub_sleep 0.1 (ignored)") in lines
+    assert "... 7 more groups of settings on 7 OSDs (status --json lists every OSD)" in lines

@@ -142,3 +142,20 @@ def test_release_is_the_oldest_running():
     }}
     assert parse_release(versions) == ("pacific", "16.2.15")
     assert parse_release({}) == ("unknown", "unknown")
+
+
+def test_osds_with_identical_settings_are_one_group_and_every_osd_stays_in_the_json():
+    o = copy.deepcopy(load_fixture("observation.json"))
+    template = o["osd_config"]["0"]
+    o["osd_config"] = {str(i): dict(template) for i in range(300)}
+    for i in (7, 8, 9, 200):
+        o["osd_config"][str(i)].update(osd_op_queue="mclock_scheduler", osd_mclock_profile="high_client_ops")
+    o["osd_config"]["150"]["osd_max_scrubs"] = "2"
+    snap = parse(o)
+    groups = snap.scrub.setting_groups()
+    assert [len(ids) for ids, _ in groups] == [295, 4, 1]
+    assert groups[1][0] == (7, 8, 9, 200) and groups[1][1]["osd_mclock_profile"] == "high_client_ops"
+    assert groups[2] == ((150,), {**template, "osd_max_scrubs": "2"})
+    d = snap.to_dict()["derived"]
+    assert len(d["settings_by_osd"]) == 300 and d["settings_by_osd"]["9"]["osd_op_queue"] == "mclock_scheduler"
+    assert [g["osds"][:3] for g in d["osd_settings"]] == [[0, 1, 2], [7, 8, 9], [150]]
