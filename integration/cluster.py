@@ -91,6 +91,9 @@ BASE_OPTIONS: dict[str, dict[str, str]] = {
         # rgwkeeper waits for quiet while it is (docs/testing.md); this shared machine has slow ops.
         # Pacific does not know the option and ignores it.
         "bluestore_slow_ops_warn_lifetime": "60",
+        # Each BlueStore device reserves bdev_aio_max_queue_depth (1024) of the host's fs.aio-max-nr
+        # (65536 on Debian): a few clusters at once used it up and OSD mkfs failed with EAGAIN.
+        "bdev_aio_max_queue_depth": "128",
     },
     "client.rgw.gw": {
         "log_file": "/cluster/log/$cluster-$name.log",
