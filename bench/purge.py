@@ -262,6 +262,9 @@ def main() -> None:
 
     with ExitStack() as stack:
         info = external_from_env() or stack.enter_context(ContainerCluster())
+        # The cluster's own radosgw-admin (its release's, run in its container) for the stock
+        # methods and for rgwkeeper alike; the host's is Pacific's.
+        os.environ["PATH"] = info.env()["PATH"]
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-purge-")))
         b = Bench(info, workdir)
         out: dict[str, Any] = {}

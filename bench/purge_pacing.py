@@ -9,12 +9,20 @@ modes is pacing: unpaced, none; paced, ``purge.pace_write_latency_ms = --target-
 ``purge.pace_latency_increase = --increase`` (a target relative to the probe before the purge)
 and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other two at 0).
 
+``--modes`` picks which of ``unpaced``, ``paced`` and ``quiet`` run, in turn (the order
+rotates every repeat). ``quiet`` is the control: the same load and windows with no maintenance
+(``verify --maintenance none``), so a paced purge's verdicts can be set beside what the same
+``verify`` says of a window in which nothing happened. ``--verify-config`` gives ``verify``
+its tolerances (``[loadgen]``), e.g. the ones quiet runs of the cluster call for
+(docs/loadgen.md, *Calibrate the limits*).
+
 Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
 the median ops/s change, and how long the purge took; then per mode the verdicts and the
 median p99 change. Pacing trades purge time for ingest latency: both are shown.
 
     .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
-        [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2]
+        [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2] [--modes unpaced,paced,quiet]
+        [--verify-config F]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -65,7 +74,8 @@ def _cluster_flags(info: Any) -> list[str]:
 def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Namespace, n: int) -> dict[str, Any]:
     tag = f"pace-{uuid.uuid4().hex[:6]}"
     victim = f"{tag}-victim"
-    _fill(info, victim, args.objects)
+    if mode != "quiet":
+        _fill(info, victim, args.objects)
     purge_cfg = workdir / f"purge-{mode}-{n}.toml"
     increase = args.increase if mode == "paced" else 0.0
     cap = args.max_rate if mode == "paced" else 0.0
@@ -75,9 +85,11 @@ def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Nam
     purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", args.method, "--yes", "--json",
                         "--config", str(purge_cfg), *_cluster_flags(info)])
     out = workdir / f"verify-{mode}-{n}.json"
-    argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info), "--baseline", str(args.baseline),
+    maintenance = ["--maintenance", "none"] if mode == "quiet" else ["--maintenance-cmd", purge]
+    argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info),
+            *(["--config", str(args.verify_config)] if args.verify_config else []), "--baseline", str(args.baseline),
             "--window", str(args.window), "--mix", "PUT=100", "--rate", str(args.rate), "--concurrency", "64",
-            "--bucket-prefix", tag, "--objects", "0", "--maintenance-cmd", purge, "--maintenance-timeout", "600",
+            "--bucket-prefix", tag, "--objects", "0", *maintenance, "--maintenance-timeout", "600",
             "--out", str(out), "--plot", str(workdir / f"verify-{mode}-{n}.png"), "--json", "--no-progress"]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.baseline + args.window + 900)
@@ -107,27 +119,39 @@ def main() -> None:
     p.add_argument("--window", type=float, default=30.0)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
+    p.add_argument("--modes", default="unpaced,paced",
+                   help="comma-separated, run in turn: unpaced, paced, quiet (no maintenance: the control)")
+    p.add_argument("--verify-config", type=Path, default=None,
+                   help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")
     args = p.parse_args()
+    order = args.modes.split(",")
+    unknown = set(order) - {"unpaced", "paced", "quiet"}
+    if unknown or not order:
+        p.error(f"--modes: unknown {', '.join(sorted(unknown)) or 'empty'}; choose from unpaced, paced, quiet")
 
     from integration.cluster import ContainerCluster, external_from_env
 
     rows = []
     with ExitStack() as stack:
         info = external_from_env() or stack.enter_context(ContainerCluster())
+        os.environ["PATH"] = info.env()["PATH"]  # the cluster's own radosgw-admin for the purge
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
+        pace_of = {"unpaced": 0.0, "paced": args.target_ms, "quiet": 0.0}
         for r in range(args.repeat):
-            modes = [("unpaced", 0.0), ("paced", args.target_ms)]
-            for mode, pace in (modes if r % 2 == 0 else modes[::-1]):
+            turn = order[r % len(order):] + order[:r % len(order)]  # each mode leads in turn
+            for mode in turn:
+                pace = pace_of[mode]
                 row = _run(info, workdir, mode, pace, args, r)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     summary = {}
-    for mode in ("unpaced", "paced"):
+    for mode in order:
         mine = [x for x in rows if x["mode"] == mode]
         changes = [x["p99_change"] for x in mine if x["p99_change"] is not None]
         summary[mode] = {"verdicts": [x["verdict"] for x in mine],
                          "median_p99_change": round(statistics.median(changes), 3) if changes else None,
-                         "median_purge_s": statistics.median(x["purge_s"] for x in mine if x["purge_s"] is not None)}
+                         "median_purge_s": statistics.median([x["purge_s"] for x in mine if x["purge_s"] is not None]
+                                                             or [0.0]) if mode != "quiet" else None}
     print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
                       "increase": args.increase, "max_rate": args.max_rate,
                       "summary": summary, "runs": rows}, indent=1))

@@ -687,10 +687,17 @@ class PurgeExecutor:
             await self._admin(args, long=True)
         self._space_free_at = self.clock()
 
+    async def _index_stats(self) -> dict[str, Any]:
+        """The bucket's stats for the count check before the drop, through the admin API: the
+        same document as `radosgw-admin bucket stats` (RGW reads the index shard headers), one
+        HTTP request instead of a radosgw-admin process, which cost 0.3-0.9 s on the 2-core test
+        cluster, a sixth to a third of a 3,000-object direct purge (docs/purge.md, "Measured")."""
+        return await self._retry("bucket stats", lambda: self.io.admin_api.bucket_stats(self.plan.profile.bucket))
+
     async def _step_drop_bucket(self, step: Step) -> None:
         p = self.plan.profile
         try:
-            stats = await self.io.rgw.bucket_stats(p.bucket)
+            stats = await self._index_stats()
         except NotFound:
             stats = None  # an earlier run got past removing the index: finish the removal
         if stats is not None:
@@ -711,7 +718,7 @@ class PurgeExecutor:
                 await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
                                                 sweep=True)
                 self._count(sweeps=1)
-                stats = await self.io.rgw.bucket_stats(p.bucket)
+                stats = await self._index_stats()
                 usage = stats.get("usage", {})
                 in_index = int(usage.get("rgw.main", {}).get("num_objects", 0))
                 uploads = int(usage.get("rgw.multimeta", {}).get("num_objects", 0))

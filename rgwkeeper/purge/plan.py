@@ -491,8 +491,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             "really comes back",
             admin=(rgwa.metadata_rm_args(f"bucket:{b}"), rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
                    rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
-            calls=("before dropping: bucket stats must count only the index entries of heads removed directly; "
-                   "otherwise sweep the index again",
+            calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
+                   "index entries of heads removed directly; otherwise sweep the index again",
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                    + " (what radosgw-admin bi purge does, without a process per call)"),
             params={"owner": p.owner})
@@ -552,8 +552,8 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> Step:
         "resync the owner's stats; meanwhile process GC, including entries not yet due (rgw_gc_obj_min_wait "
         "is 2 h by default), so tails' space really comes back",
         admin=(rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
-        calls=("before dropping: bucket stats must count only the index entries of heads removed directly; "
-               "otherwise sweep the index again",
+        calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
+               "index entries of heads removed directly; otherwise sweep the index again",
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",

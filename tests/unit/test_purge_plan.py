@@ -146,6 +146,9 @@ def test_direct_plan_shows_exact_commands():
                for c in cmds)
     with_access = p.commands(lambda *a: ["radosgw-admin", "--conf", "/etc/ceph/x.conf", *a])
     assert "radosgw-admin --conf /etc/ceph/x.conf gc process --include-all" in with_access
+    # The drop's count check, as the executor reads it: one admin API request, not a process.
+    assert any(c.startswith("before dropping: admin API GET /admin/bucket?bucket=capture-mixed&stats=True must "
+                            "count only the index entries") for c in cmds)
 
 
 @pytest.mark.parametrize("changes, why", [
@@ -346,6 +349,7 @@ def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket
     shards = index_shard_oids(prof.bucket_id, prof.num_shards)
     assert drop.calls[1] == (f"librados {prof.index_pool}: on {shards[0]} .. {shards[-1]}, one write op each: clear "
                              "the omap, then exec rgw.bucket_init_index (the empty index RGW writes for a new bucket)")
+    assert drop.calls[0].startswith(f"before dropping: admin API GET /admin/bucket?bucket={prof.bucket}&stats=True")
     assert drop.calls[2] == f"S3 DeleteBucket bucket={prof.bucket}"
     assert not any("metadata rm" in c for c in p.commands())
     shown = "\n".join(p.show())
