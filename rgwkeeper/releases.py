@@ -37,3 +37,61 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
 def release(name: str) -> Release | None:
     """The row for ``name`` (e.g. "tentacle"), or None for a release this table does not know."""
     return RELEASES.get(name)
+
+
+# -- deep-scrub throttle levers -------------------------------------------------------------------
+#
+# Which levers the scrub throttle (rgwkeeper.policy.scrub) uses, per release and op queue: only
+# levers the release honours and that were measured to lower PUT p99 during a deep-scrub storm
+# (bench/scrub_levers.py; figures in docs/architecture.md, "Deep-scrub levers per release"). A
+# lever is an OSD option (set for section osd, its value from [scrub_throttle]) or "nodeep-scrub",
+# the OSDMap flag (only with scrub_throttle.set_nodeep_scrub_flag). A row without levers means
+# nothing measured helps there: the throttle says why and changes nothing.
+
+WPQ_LEVERS = ("osd_scrub_sleep", "osd_scrub_load_threshold", "osd_max_scrubs", "nodeep-scrub")
+
+
+@dataclass(frozen=True)
+class ScrubLevers:
+    levers: tuple[str, ...]
+    why: str
+    """Why these levers (or none), as ``plan`` and ``status`` show it."""
+    measured: bool = True
+    """Chosen by measurement on this release (False: inferred from the rows that were)."""
+
+
+SCRUB_LEVERS: dict[tuple[str, str], ScrubLevers] = {
+    #  (release, osd_op_queue)
+    ("pacific", "wpq"): ScrubLevers(WPQ_LEVERS, "wpq honours scrub sleep, load threshold and max scrubs"),
+    ("reef", "mclock_scheduler"): ScrubLevers(
+        ("osd_mclock_profile", "osd_max_scrubs"), "measured on 18.2.7: the high_client_ops profile and one scrub"),
+    ("tentacle", "mclock_scheduler"): ScrubLevers(
+        ("osd_mclock_profile", "osd_max_scrubs"), "measured on 20.2.4: the high_client_ops profile and one scrub"),
+    ("pacific", "mclock_scheduler"): ScrubLevers(
+        ("osd_mclock_profile", "osd_max_scrubs", "nodeep-scrub"), "Pacific's mClock (not its default)", False),
+}
+
+
+def default_op_queue(release_name: str) -> str:
+    """The op queue a release runs when no OSD said (mClock is the default from Quincy on)."""
+    row = release(release_name)
+    return "mclock_scheduler" if row is not None and row.major >= 17 else "wpq"
+
+
+def scrub_levers(release_name: str, op_queue: str) -> ScrubLevers:
+    """The levers for ``release_name`` on ``op_queue``. Not in the table: wpq's levers on wpq
+    (every release honours them there); on mClock, the levers every measured mClock row has."""
+    row = SCRUB_LEVERS.get((release_name, op_queue))
+    if row is not None:
+        return row
+    if op_queue != "mclock_scheduler":
+        return ScrubLevers(WPQ_LEVERS, f"{op_queue} on {release_name}: wpq's levers", False)
+    rows = [r for (_, q), r in SCRUB_LEVERS.items() if q == op_queue and r.measured]
+    common = tuple(lever for lever in rows[0].levers if all(lever in r.levers for r in rows)) if rows else ()
+    return ScrubLevers(common, f"mClock on {release_name}, not measured: the levers every measured mClock "
+                               "release has", False)
+
+
+#: Every OSD option a row may set: the scrub throttle owns these keys in the journal.
+SCRUB_LEVER_OPTIONS = tuple(dict.fromkeys(
+    lever for row in SCRUB_LEVERS.values() for lever in row.levers if lever.startswith("osd_")))

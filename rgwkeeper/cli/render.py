@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rgwkeeper.policy import scrub as scrub_policy
 from rgwkeeper.snapshot import Snapshot
 
 _STATUS_STYLE = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow", "HEALTH_ERR": "red"}
@@ -196,6 +197,7 @@ def _scrub(snap: Snapshot) -> Panel:
         (", ".join(flags) or "none", "yellow" if flags else "green"),
         "; op queue: ", (", ".join(s.op_queues) or "unknown", "cyan"),
     )]
+    lines.append(Text(f"throttle levers: {scrub_policy.levers_line(snap)}"))
     for name, per_osd in sorted(s.effective_options.items()):
         if name == "osd_op_queue":
             continue
