@@ -24,7 +24,6 @@ Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import subprocess
@@ -36,8 +35,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from rgwkeeper.access import load_credentials
-from rgwkeeper.loadgen.client import S3Client
+from bench.purge_pacing import _cluster_flags, _fill
 
 DATA_POOL = "default.rgw.buckets.data"
 
@@ -56,29 +54,6 @@ LEVERS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     "scrub_sleep": ({"osd_scrub_sleep": "0.1"}, ()),
     "nodeep_scrub_flag": ({}, ("nodeep-scrub",)),
 }
-
-
-def _fill(info: Any, bucket: str, count: int, size: int) -> None:
-    async def go() -> None:
-        async with S3Client(info.rgw_endpoint, load_credentials(info.credentials_file), timeout_s=120) as s3:
-            await s3.create_bucket(bucket)
-            body = bytes(range(256)) * (size // 256)
-            sem = asyncio.Semaphore(32)
-
-            async def one(i: int) -> None:
-                async with sem:
-                    status, _, _ = await s3.put_object(bucket, f"fill/{i:07d}", body)
-                    if status != 200:
-                        raise SystemExit(f"fill PUT failed with HTTP {status}")
-
-            await asyncio.gather(*(one(i) for i in range(count)))
-
-    asyncio.run(go())
-
-
-def _cluster_flags(info: Any) -> list[str]:
-    return ["--conf", str(info.conf), "--keyring", str(info.keyring), "--rgw-endpoint", info.rgw_endpoint,
-            "--rgw-credentials", str(info.credentials_file)]
 
 
 def _up_osds(info: Any) -> list[int]:

@@ -115,4 +115,5 @@ def test_status_names_the_levers_of_the_release_it_shows():
     buf = io.StringIO()
     render_status(parse(observation("tentacle")), console=Console(file=buf, width=400, color_system=None))
     row = releases.scrub_levers("tentacle", "mclock_scheduler")
-    assert f"throttle levers: {', '.join(row.levers) or 'none'} (mclock_scheduler on tentacle: {row.why})" in buf.getvalue()
+    shown = f"throttle levers: {', '.join(row.levers) or 'none'} (mclock_scheduler on tentacle: {row.why})"
+    assert shown in buf.getvalue()
