@@ -12,8 +12,9 @@ with controls of the same round on the same cluster.
 
 Reported per lever: PUT p99 in the storm window over PUT p99 in the baseline window of the same
 run (``storm/base``), and the storm window's p99 over the median storm p99 of the round's
-controls (``vs control``): medians and min-max over rounds. A lever helps when its ``vs
-control`` is below 1 by more than the controls' own spread; otherwise the noise is larger
+controls (``vs control``): medians and min-max over rounds. A lever helps when every one of
+its ``vs control`` ratios is below the lowest ratio of the runs without an effective lever
+(the controls, and levers the OSDs did not read back as set); otherwise the noise is larger
 than the effect, and the table says so.
 
     .venv/bin/python -m bench.scrub_levers --suite sid [--repeat 3] [--levers a,b] [--json-out F]
@@ -154,8 +155,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if storm:
             controls[rnd] = statistics.median(storm)
     out: dict[str, Any] = {}
+    # A lever the OSDs did not read back as set ran without effect: its runs are controls too.
     control_vs = [r["p99_ms_storm"] / controls[r["round"]] for r in rows
-                  if r["lever"] == "control" and r["p99_ms_storm"] and r["round"] in controls]
+                  if (r["lever"] == "control" or not r["lever_held"]) and r["p99_ms_storm"] and r["round"] in controls]
     for lever in dict.fromkeys(r["lever"] for r in rows):
         mine = [r for r in rows if r["lever"] == lever]
         vs = [r["p99_ms_storm"] / controls[r["round"]] for r in mine if r["p99_ms_storm"] and r["round"] in controls]
@@ -166,6 +168,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                  "verdicts": [r["verdict"] for r in mine]}
         if lever != "control" and vs and control_vs:
             noise_floor = min(control_vs)
+            entry["noise_floor"] = round(noise_floor, 3)
             entry["helps"] = max(vs) < noise_floor and entry["lever_held"]
             entry["noise_larger_than_effect"] = not entry["helps"] and statistics.median(vs) < 1.0
         out[lever] = entry

@@ -146,8 +146,8 @@ class ScrubThrottleSection:
                             "PG_NOT_DEEP_SCRUBBED), seconds before throttling again.", min=0.0, max=7 * 86400.0)
     scrub_sleep: float = opt(0.5, "osd_scrub_sleep while throttled, seconds between scrub chunks, where the "
                              "release table uses it (wpq).", min=0.0, max=10.0)
-    max_scrubs: int = opt(1, "osd_max_scrubs while throttled, where the release table uses it (wpq; mClock on "
-                          "the releases where it measurably helped).", min=1, max=16)
+    max_scrubs: int = opt(1, "osd_max_scrubs while throttled, where the release table uses it (wpq).", min=1,
+                          max=16)
     load_threshold: float | None = opt(
         0.05, "osd_scrub_load_threshold while throttled (wpq): no new scheduled scrub starts while the "
         "load average per CPU is above it. Unset: leave it alone.", min=0.0, max=100.0)

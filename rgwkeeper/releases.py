@@ -49,6 +49,8 @@ def release(name: str) -> Release | None:
 # nothing measured helps there: the throttle says why and changes nothing.
 
 WPQ_LEVERS = ("osd_scrub_sleep", "osd_scrub_load_threshold", "osd_max_scrubs", "nodeep-scrub")
+NO_LEVER_HELPED = ("measured on {version}: no lever lowered PUT p99 during a deep-scrub storm beyond the noise, "
+                   "so mClock is left to schedule scrub; nothing to throttle")
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,12 @@ class ScrubLevers:
 SCRUB_LEVERS: dict[tuple[str, str], ScrubLevers] = {
     #  (release, osd_op_queue)
     ("pacific", "wpq"): ScrubLevers(WPQ_LEVERS, "wpq honours scrub sleep, load threshold and max scrubs"),
-    ("reef", "mclock_scheduler"): ScrubLevers(
-        ("osd_mclock_profile", "osd_max_scrubs"), "measured on 18.2.7: the high_client_ops profile and one scrub"),
-    ("tentacle", "mclock_scheduler"): ScrubLevers(
-        ("osd_mclock_profile", "osd_max_scrubs"), "measured on 20.2.4: the high_client_ops profile and one scrub"),
+    # Measured (docs/architecture.md, "Deep-scrub levers per release"): osd_scrub_sleep set in the
+    # mon reads back 0 from every OSD (`config show`: source "override", mClock's); the profile,
+    # a custom best-effort limit, osd_max_scrubs 1, smaller chunks and the flag lowered PUT p99
+    # during a deep-scrub storm no more than the runs without an effective lever did.
+    ("reef", "mclock_scheduler"): ScrubLevers((), NO_LEVER_HELPED.format(version="18.2.7")),
+    ("tentacle", "mclock_scheduler"): ScrubLevers((), NO_LEVER_HELPED.format(version="20.2.4")),
     ("pacific", "mclock_scheduler"): ScrubLevers(
         ("osd_mclock_profile", "osd_max_scrubs", "nodeep-scrub"), "Pacific's mClock (not its default)", False),
 }

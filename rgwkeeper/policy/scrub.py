@@ -124,13 +124,18 @@ def owned_keys(s: ScrubThrottleSection) -> set[str]:
     return keys
 
 
+def is_throttled(override_keys: Iterable[str], s: ScrubThrottleSection) -> bool:
+    """Does the journal hold any of this policy's overrides (whatever lever the release uses)?"""
+    return bool(set(override_keys) & owned_keys(s))
+
+
 def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
            active_override_keys: Iterable[str], now: float) -> Decision:
     """One pass of the throttle. ``active_override_keys`` comes from the journal (the truth)."""
     sample = snap.rgw_io.write_op_per_sec
     ema = smooth(memory, sample, now, s.smoothing_s)
     mem = replace(memory, ema_write_ops=ema, last_sample_at=now)
-    throttled = bool(set(active_override_keys) & owned_keys(s))
+    throttled = is_throttled(active_override_keys, s)
     load = f"smoothed RGW write load {ema:.0f} op/s (now {sample:.0f})"
 
     if not s.enabled:

@@ -117,3 +117,10 @@ def test_status_names_the_levers_of_the_release_it_shows():
     row = releases.scrub_levers("tentacle", "mclock_scheduler")
     shown = f"throttle levers: {', '.join(row.levers) or 'none'} (mclock_scheduler on tentacle: {row.why})"
     assert shown in buf.getvalue()
+
+
+def test_a_throttle_of_the_mclock_profile_alone_counts_as_throttled():
+    # The daemon's rgwkeeper_scrub_throttled gauge read only scrub-named keys and said 0 on
+    # Reef and Tentacle, where the profile is the only lever.
+    assert scrub.is_throttled({"config/osd/osd_mclock_profile"}, S)
+    assert not scrub.is_throttled({"config/osd/osd_memory_target", "ratio/full"}, S)
