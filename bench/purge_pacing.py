@@ -48,11 +48,11 @@ from rgwkeeper.access import load_credentials
 from rgwkeeper.loadgen.client import S3Client
 
 
-def _fill(info: Any, bucket: str, count: int) -> None:
+def _fill(info: Any, bucket: str, count: int, size: int = 4096) -> None:
     async def go() -> None:
         async with S3Client(info.rgw_endpoint, load_credentials(info.credentials_file), timeout_s=60) as s3:
             await s3.create_bucket(bucket)
-            body = bytes(range(256)) * 16
+            body = bytes(range(256)) * (size // 256)
             sem = asyncio.Semaphore(32)
 
             async def one(i: int) -> None:

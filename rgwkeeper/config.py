@@ -144,13 +144,15 @@ class ScrubThrottleSection:
                              "without bound.", min=60.0, max=7 * 86400.0)
     cooldown_s: float = opt(3600.0, "After a forced give-back (max_defer_s reached or "
                             "PG_NOT_DEEP_SCRUBBED), seconds before throttling again.", min=0.0, max=7 * 86400.0)
-    scrub_sleep: float = opt(0.5, "osd_scrub_sleep while throttled (wpq only; mClock ignores it), "
-                             "seconds between scrub chunks.", min=0.0, max=10.0)
-    max_scrubs: int = opt(1, "osd_max_scrubs while throttled (both op queues).", min=1, max=16)
+    scrub_sleep: float = opt(0.5, "osd_scrub_sleep while throttled, seconds between scrub chunks, where the "
+                             "release table uses it (wpq).", min=0.0, max=10.0)
+    max_scrubs: int = opt(1, "osd_max_scrubs while throttled, where the release table uses it (wpq).", min=1,
+                          max=16)
     load_threshold: float | None = opt(
         0.05, "osd_scrub_load_threshold while throttled (wpq): no new scheduled scrub starts while the "
         "load average per CPU is above it. Unset: leave it alone.", min=0.0, max=100.0)
-    mclock_profile: str = opt("high_client_ops", "osd_mclock_profile while throttled on mclock_scheduler.",
+    mclock_profile: str = opt("high_client_ops", "osd_mclock_profile while throttled, where the release table "
+                              "uses it (mclock_scheduler).",
                               choices=("high_client_ops", "balanced", "high_recovery_ops"))
     set_nodeep_scrub_flag: bool = opt(False, "Also set the nodeep-scrub flag while throttled "
                                       "(stops new scheduled deep scrubs cluster-wide).")

@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rgwkeeper.policy import scrub as scrub_policy
 from rgwkeeper.releases import HEALTH_CODES, LOAD, health_kind
 from rgwkeeper.snapshot import Snapshot
 
@@ -219,6 +220,7 @@ def _scrub(snap: Snapshot) -> Panel:
         (", ".join(flags) or "none", "yellow" if flags else "green"),
         "; op queue: ", (", ".join(s.op_queues) or "unknown", "cyan"),
     )]
+    lines.append(Text(f"throttle levers: {scrub_policy.levers_line(snap)}"))
     groups = s.setting_groups()
     for ids, values in groups[:SETTING_GROUPS_SHOWN]:
         lines.append(Text(f"  {_osd_set(ids)}: {osd_settings_text(values)}"))

@@ -40,7 +40,7 @@ from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
 from rgwkeeper.observe import Adapters, snapshot
-from rgwkeeper.policy.scrub import ThrottleMemory
+from rgwkeeper.policy.scrub import ThrottleMemory, is_throttled
 
 log = structlog.get_logger("rgwkeeper.daemon")
 
@@ -240,8 +240,8 @@ class Service:
         self.journal.renew({self.holder}, self.wall_clock() + self.cfg.daemon.lease_s)
         now_overrides = self.journal.overrides()
         self.metrics.overrides.set(len(now_overrides))
-        self.metrics.scrub_throttled.set(1 if any(k.startswith("config/osd/osd_scrub") or k == "flag/nodeep-scrub"
-                                                  or k.endswith("osd_max_scrubs") for k in now_overrides) else 0)
+        # Any lever counts: on mClock releases the profile may be the only one (releases.SCRUB_LEVERS).
+        self.metrics.scrub_throttled.set(1 if is_throttled(now_overrides, self.cfg.scrub_throttle) else 0)
         for r in results:
             self.metrics.actions.labels("ok" if r.ok else "failed").inc()
         # One canonical line per pass.

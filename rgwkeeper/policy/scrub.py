@@ -2,15 +2,13 @@
 
 Deep scrub started at a high rate during very high PUT rates cut PUT and GET sharply in
 the 10-billion-object study. When the smoothed client write op/s on the RGW data pools
-rises above ``high_write_ops`` the policy throttles scrub with the levers that work for
-the op queue in force, and gives back exactly what was there once load has stayed below
-``low_write_ops`` for ``hold_s``:
-
-- ``wpq`` (Pacific's default): ``osd_scrub_sleep``, ``osd_max_scrubs``,
-  ``osd_scrub_load_threshold`` and, if configured, the ``nodeep-scrub`` flag.
-- ``mclock_scheduler`` (Quincy's default): ``osd_mclock_profile`` and ``osd_max_scrubs``;
-  mClock ignores ``osd_scrub_sleep`` and reverts locked options after ``config set``
-  reports success (docs/architecture.md), which is why the executor reads values back from the OSDs.
+rises above ``high_write_ops`` the policy throttles scrub with the levers that the running
+release and op queue honour and that were measured to help there (``rgwkeeper.releases.
+SCRUB_LEVERS``, docs/architecture.md "Deep-scrub levers per release"), and gives back exactly
+what was there once load has stayed below ``low_write_ops`` for ``hold_s``. Where no lever
+helps (mClock already protects client I/O), it says so and changes nothing. mClock reverts
+locked options after ``config set`` reports success, which is why the executor reads values
+back from the OSDs.
 
 Deep scrub is never deferred without bound: past ``max_defer_s`` of continuous throttle,
 or as soon as PG_NOT_DEEP_SCRUBBED is raised, scrub is given back and not throttled again
@@ -23,12 +21,15 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from rgwkeeper import releases
 from rgwkeeper.actions import Action, RestoreAll, SetConfig, SetFlag
 from rgwkeeper.config import ScrubThrottleSection
 from rgwkeeper.snapshot import PG_NOT_DEEP_SCRUBBED, Snapshot
 
-#: Journal keys this policy owns (so restores and "is throttled" are about its own overrides).
-OWNED_NAMES = ("osd_scrub_sleep", "osd_max_scrubs", "osd_scrub_load_threshold", "osd_mclock_profile")
+#: Journal keys this policy owns (so restores and "is throttled" are about its own overrides):
+#: every lever of every release, so a throttle set before an upgrade is still given back.
+OWNED_NAMES = tuple(dict.fromkeys(("osd_scrub_sleep", "osd_max_scrubs", "osd_scrub_load_threshold",
+                                   "osd_mclock_profile", *releases.SCRUB_LEVER_OPTIONS)))
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class ThrottleMemory:
 class Decision:
     actions: tuple[Action, ...]
     memory: ThrottleMemory
-    state: str  # idle | engage | throttled | holding | release | forced-release | cooldown
+    state: str  # idle | engage | throttled | holding | release | forced-release | cooldown | nothing-to-throttle
     reason: str
 
 
@@ -68,20 +69,49 @@ def smooth(memory: ThrottleMemory, sample: float, now: float, time_constant_s: f
     return memory.ema_write_ops + alpha * (sample - memory.ema_write_ops)
 
 
+def lever_choice(snap: Snapshot) -> dict[str, releases.ScrubLevers]:
+    """The levers for each op queue the OSDs run (the release's default queue if none answered)."""
+    queues = snap.scrub.op_queues or (releases.default_op_queue(snap.release),)
+    return {q: releases.scrub_levers(snap.release, q) for q in queues}
+
+
+def lever_values(s: ScrubThrottleSection) -> dict[str, str | None]:
+    """Each lever's throttled value from the config (None: the config leaves it alone)."""
+    return {"osd_scrub_sleep": _num(s.scrub_sleep),
+            "osd_scrub_load_threshold": None if s.load_threshold is None else _num(s.load_threshold),
+            "osd_max_scrubs": str(s.max_scrubs),
+            "osd_mclock_profile": s.mclock_profile}
+
+
 def desired_overrides(snap: Snapshot, s: ScrubThrottleSection) -> tuple[SetConfig | SetFlag, ...]:
-    queues = set(snap.scrub.op_queues) or {"wpq"}  # unknown (no OSD answered): assume Pacific's default
-    out: list[SetConfig | SetFlag] = []
+    """The settings a throttle holds on this snapshot's release and op queues: only levers the
+    release table keeps there, so nothing the running release ignores or has removed is set."""
+    wanted = list(dict.fromkeys(lever for row in lever_choice(snap).values() for lever in row.levers))
+    values = lever_values(s)
     why = "deep scrub throttled under RGW write load"
-    if queues - {"mclock_scheduler"}:  # wpq (or anything that is not mClock) on some OSDs
-        out.append(SetConfig("osd", "osd_scrub_sleep", _num(s.scrub_sleep), why))
-        if s.load_threshold is not None:
-            out.append(SetConfig("osd", "osd_scrub_load_threshold", _num(s.load_threshold), why))
-    if "mclock_scheduler" in queues:
-        out.append(SetConfig("osd", "osd_mclock_profile", s.mclock_profile, why))
-    out.append(SetConfig("osd", "osd_max_scrubs", str(s.max_scrubs), why))
-    if s.set_nodeep_scrub_flag:
+    out: list[SetConfig | SetFlag] = []
+    for lever in wanted:
+        if lever == "nodeep-scrub":
+            continue  # last, after the options
+        if values.get(lever) is not None:
+            out.append(SetConfig("osd", lever, str(values[lever]), why))
+    if s.set_nodeep_scrub_flag and "nodeep-scrub" in wanted:
         out.append(SetFlag("nodeep-scrub", why))
     return tuple(out)
+
+
+def nothing_to_throttle(snap: Snapshot) -> str | None:
+    """Why no lever is used on this release (None when some lever is)."""
+    choice = lever_choice(snap)
+    if any(row.levers for row in choice.values()):
+        return None
+    return "; ".join(f"{q} on {snap.release}: {row.why}" for q, row in choice.items())
+
+
+def levers_line(snap: Snapshot) -> str:
+    """``osd_mclock_profile, osd_max_scrubs (mclock_scheduler on tentacle: why)``, for status."""
+    return "; ".join(f"{', '.join(row.levers) or 'none'} ({q} on {snap.release}: {row.why})"
+                     for q, row in lever_choice(snap).items())
 
 
 def _num(x: float) -> str:
@@ -94,13 +124,18 @@ def owned_keys(s: ScrubThrottleSection) -> set[str]:
     return keys
 
 
+def is_throttled(override_keys: Iterable[str], s: ScrubThrottleSection) -> bool:
+    """Does the journal hold any of this policy's overrides (whatever lever the release uses)?"""
+    return bool(set(override_keys) & owned_keys(s))
+
+
 def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
            active_override_keys: Iterable[str], now: float) -> Decision:
     """One pass of the throttle. ``active_override_keys`` comes from the journal (the truth)."""
     sample = snap.rgw_io.write_op_per_sec
     ema = smooth(memory, sample, now, s.smoothing_s)
     mem = replace(memory, ema_write_ops=ema, last_sample_at=now)
-    throttled = bool(set(active_override_keys) & owned_keys(s))
+    throttled = is_throttled(active_override_keys, s)
     load = f"smoothed RGW write load {ema:.0f} op/s (now {sample:.0f})"
 
     if not s.enabled:
@@ -108,6 +143,14 @@ def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
             return Decision((RestoreAll("scrub throttle disabled in the config"),), replace(mem, throttled_since=None,
                             below_low_since=None), "release", "scrub throttle disabled")
         return Decision((), mem, "idle", "scrub throttle disabled")
+
+    idle_why = nothing_to_throttle(snap)
+    if idle_why is not None:
+        if throttled:  # set by an older rgwkeeper, or before an upgrade: give it back
+            return Decision((RestoreAll(idle_why),), replace(mem, throttled_since=None, below_low_since=None),
+                            "release", idle_why)
+        return Decision((), replace(mem, throttled_since=None, below_low_since=None), "nothing-to-throttle",
+                        f"{load}; {idle_why}")
 
     overdue = PG_NOT_DEEP_SCRUBBED in snap.checks
     if throttled:
