@@ -170,8 +170,7 @@ SCRUB_LEVERS: dict[tuple[str, str], ScrubLevers] = {
 
 def default_op_queue(release_name: str) -> str:
     """The op queue a release runs when no OSD said (mClock is the default from Quincy on)."""
-    row = release(release_name)
-    return "mclock_scheduler" if row is not None and row.major >= 17 else "wpq"
+    return behaviour(release_name).default_op_queue or "wpq"
 
 
 def scrub_levers(release_name: str, op_queue: str) -> ScrubLevers:
