@@ -108,7 +108,7 @@ def recipe_tag(suite: str = SUITE) -> str:
 
 def ensure_image(client: docker.DockerClient, cache_dir: Path, suite: str = SUITE) -> str:
     """Return an image reference that exists in the engine, building it if needed."""
-    # The override names the session's image; another suite (test_reef) is built from its recipe.
+    # The override names the default release's image; the matrix's other releases are built from their recipes.
     override = os.environ.get("RGWKEEPER_CEPH_IMAGE") if suite == SUITE else None
     if override:
         try:

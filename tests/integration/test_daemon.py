@@ -194,6 +194,7 @@ def deep_scrub_data_pool(ceph_cluster):
     return len(pgs)
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_throttle_engages_under_put_load_and_gives_back(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     before = mon_db(ceph_cluster)
     port = _free_port()
@@ -242,6 +243,7 @@ def every_lever_effective(ceph_cluster):
                for name, value in THROTTLE.items())
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluster, s3, bucket_name, daemons,
                                                                      journal_pool):
     before = mon_db(ceph_cluster)
@@ -262,6 +264,7 @@ def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluste
     assert again.passes()[0]["scrub_state"] == "idle"
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_sigterm_restores_before_exit(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     before = mon_db(ceph_cluster)
     d = daemons("term").start()
@@ -278,6 +281,7 @@ def test_sigterm_restores_before_exit(ceph_cluster, s3, bucket_name, daemons, jo
     assert any(e.get("event") == "restored before exit" and e["restored"] for e in d.events())
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     a = daemons("node-a").start()
     wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
@@ -293,6 +297,7 @@ def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, jo
     wait_for("clean", lambda: clean(ceph_cluster), timeout=30)
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_sigstopped_leader_is_replaced_and_stays_out(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     a = daemons("stop-a").start()
     wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
@@ -362,6 +367,7 @@ def _journal_keys(ceph_cluster):
     return set(out.stdout.split())
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_restore_leaves_what_an_operator_changed_and_force_puts_it_back(ceph_cluster, s3, bucket_name, daemons,
                                                                         journal_pool):
     before = mon_db(ceph_cluster)

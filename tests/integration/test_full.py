@@ -16,6 +16,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 
 from tests.integration.test_daemon import POOL, THROTTLE, daemons, journal_pool, mon_db, put_load, wait_for  # noqa: F401
 
@@ -183,6 +184,7 @@ def test_direct_purge_on_a_full_cluster_goes_on_once_its_removals_drop_usage(cep
     print(f"[measured] freed while full, then purged: step seconds {report['step_s']}")
 
 
+@pytest.mark.releases("pacific")  # test_daemon.THROTTLE: wpq's levers; mClock gets others
 def test_daemon_keeps_its_lock_on_a_full_cluster_and_restores_at_sigterm(ceph_cluster, s3, bucket_name, daemons,
                                                                          journal_pool):
     # A lease longer than one call's timeout (10 s): a pass that started just before the cluster
