@@ -108,14 +108,15 @@ def _make_matrix() -> Matrix:
     chosen = image_mod.chosen_release()
     if chosen is None:
         return Matrix(default=image_mod.DEFAULT_RELEASE, available=RELEASES)
-    if chosen not in RELEASES:
-        raise pytest.UsageError(f"RGWKEEPER_TEST_RELEASE / RGWKEEPER_TEST_DEBIAN_SUITE names {chosen!r}; "
-                                f"the test releases are {', '.join(RELEASES)} (suites "
-                                f"{', '.join(image_mod.RELEASE_SUITES.values())})")
     return Matrix(default=chosen, available=(chosen,), narrowed_by=f"this session runs {chosen} only")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    chosen = image_mod.chosen_release()
+    if chosen is not None and chosen not in RELEASES:
+        raise pytest.UsageError(f"RGWKEEPER_TEST_RELEASE / RGWKEEPER_TEST_DEBIAN_SUITE names {chosen!r}; "
+                                f"the test releases are {', '.join(RELEASES)} (suites "
+                                f"{', '.join(image_mod.RELEASE_SUITES.values())})")
     config.addinivalue_line(
         "markers", "releases(*names): run the test once on each named release's cluster "
         "(tentacle, reef, pacific); unmarked integration tests run on the default release only")
@@ -137,7 +138,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("ceph_cluster", wanted, indirect=True, scope="session", ids=wanted)
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def _select_releases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (or, against an external cluster, skip) the tests of releases the session does
+    not have; remember every other test's release for the summary."""
     matrix = config.stash.get(_MATRIX, None)
     if matrix is None:
         return  # nothing uses the cluster
@@ -356,6 +359,7 @@ def restart_rgw(ceph_cluster: ClusterInfo) -> Callable[..., None]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _select_releases(config, items)
     if os.environ.get("RGWKEEPER_SKIP_INTEGRATION") == "1":
         skip = pytest.mark.skip(reason="RGWKEEPER_SKIP_INTEGRATION=1")
         for item in items:
