@@ -10,8 +10,10 @@ import, ~660 MB.
 ``ClusterOptions(suite="trixie")`` builds the same recipe from trixie: Reef 18.2.7 when measured
 (about 65 s to build here, 33 s to boot). ``sid`` builds Tentacle 20.2.4 (about 145 s to build
 here, 718 MB, 35-37 s to boot), with the three extra steps of a rolling suite (ROLLING_SUITES).
-The session's default is Tentacle; ``RGWKEEPER_TEST_RELEASE=pacific|reef|tentacle`` (or the older
-``RGWKEEPER_TEST_DEBIAN_SUITE=bookworm|trixie|sid``) picks another (docs/testing.md).
+The test session's default release is Tentacle (DEFAULT_RELEASE, the release matrix in
+integration/pytest_plugin.py); ``ClusterOptions()`` outside the tests (``python -m integration up``,
+bench/, the fixture captures) stays the host's Pacific. ``RGWKEEPER_TEST_RELEASE=pacific|reef|tentacle``
+(or the older ``RGWKEEPER_TEST_DEBIAN_SUITE=bookworm|trixie|sid``) picks the release for both.
 
 ``RGWKEEPER_CEPH_IMAGE`` names another image instead (for example an upstream
 ``quay.io/ceph/ceph`` tag where a registry is reachable); it is pulled if absent.
@@ -57,7 +59,8 @@ def suite_of(release: str) -> str:
     return RELEASE_SUITES.get(release, release)
 
 
-SUITE = suite_of(chosen_release() or DEFAULT_RELEASE)
+#: The suite ClusterOptions() boots when nothing names one (the test matrix names its own).
+SUITE = suite_of(chosen_release() or release_of(HOST_SUITE))
 MIRROR = os.environ.get("RGWKEEPER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = (
     "ceph-mon",
@@ -108,7 +111,7 @@ def recipe_tag(suite: str = SUITE) -> str:
 
 def ensure_image(client: docker.DockerClient, cache_dir: Path, suite: str = SUITE) -> str:
     """Return an image reference that exists in the engine, building it if needed."""
-    # The override names the default release's image; the matrix's other releases are built from their recipes.
+    # The override replaces SUITE's image (the chosen release's); the others are built from their recipes.
     override = os.environ.get("RGWKEEPER_CEPH_IMAGE") if suite == SUITE else None
     if override:
         try:
