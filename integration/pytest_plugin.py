@@ -33,6 +33,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -101,7 +102,7 @@ def _make_matrix() -> Matrix:
 
         try:
             release, _ = parse_release(external.ceph("versions"))  # type: ignore[arg-type]
-        except (RuntimeError, OSError, ValueError) as exc:
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
             pytest.exit(f"integration harness: external cluster: ceph versions: {exc}", returncode=3)
         return Matrix(default=release, available=(release,), external=True,
                       narrowed_by=f"the external cluster (RGWKEEPER_TEST_CEPH_CONF) runs {release}")
