@@ -152,6 +152,9 @@ class ClusterInfo:
     #: its release is not the host's: radosgw-admin runs lc process, GC and bucket removal in
     #: its own process, so it must be the cluster's release (tracker 53430 lives there).
     tools_dir: Path | None = None
+    #: The Ceph release the cluster runs ("tentacle", "reef", "pacific"), as the test matrix
+    #: names it; empty where not known.
+    release: str = ""
 
     def env(self) -> dict[str, str]:
         """The environment for a subprocess that talks to this cluster (PATH for tools_dir)."""
@@ -421,6 +424,7 @@ class ContainerCluster:
             credentials_file=creds, external=False, fsid=fsid, log_dir=cdir / "log",
             container_id=container.id,
             tools_dir=self._write_tools(container.id) if self.options.foreign_release else None,
+            release=image_mod.release_of(self.options.suite),
         )
         wait_healthy(info, self.options.num_osds, HEALTHY_TIMEOUT_S)
         return info

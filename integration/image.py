@@ -1,16 +1,19 @@
 """The Ceph image for the tests: built locally, cached under a tag derived from the recipe.
 
-No container registry can be reached here (docs/testing.md), so the image is made from Debian
-bookworm's own packages (Pacific 16.2.15, the same release the host's clients come from):
+No container registry can be reached here (docs/testing.md), so the image is made from a Debian
+suite's own packages (bookworm: Pacific 16.2.15, the same release the host's clients come from):
 ``debootstrap --variant=minbase``, then ``apt-get install`` inside the chroot (installing
 through debootstrap's ``--include`` leaves the Ceph packages unconfigured), then
 ``tar | docker import``. Measured here: about 35 s debootstrap, a few minutes of apt, 12 s
 import, ~660 MB.
 
-``RGWKEEPER_TEST_DEBIAN_SUITE=trixie`` (or ``ClusterOptions(suite="trixie")``) builds the same
-recipe from trixie: Reef 18.2.7 when measured (about 65 s to build here, 33 s to boot).
-``sid`` builds Tentacle 20.2.4 (about 145 s to build here, 718 MB, 35-37 s to boot), with the
-three extra steps of a rolling suite (ROLLING_SUITES).
+``ClusterOptions(suite="trixie")`` builds the same recipe from trixie: Reef 18.2.7 when measured
+(about 65 s to build here, 33 s to boot). ``sid`` builds Tentacle 20.2.4 (about 145 s to build
+here, 718 MB, 35-37 s to boot), with the three extra steps of a rolling suite (ROLLING_SUITES).
+The test session's default release is Tentacle (DEFAULT_RELEASE, the release matrix in
+integration/pytest_plugin.py); ``ClusterOptions()`` outside the tests (``python -m integration up``,
+bench/, the fixture captures) stays the host's Pacific. ``RGWKEEPER_TEST_RELEASE=pacific|reef|tentacle``
+(or the older ``RGWKEEPER_TEST_DEBIAN_SUITE=bookworm|trixie|sid``) picks the release for both.
 
 ``RGWKEEPER_CEPH_IMAGE`` names another image instead (for example an upstream
 ``quay.io/ceph/ceph`` tag where a registry is reachable); it is pulled if absent.
@@ -30,11 +33,34 @@ import docker.errors
 
 from integration.errors import HarnessError
 
-# The host's clients come from bookworm (Pacific 16.2.15). trixie's packages are Reef 18.2 and
-# sid's Tentacle 20.2: the release-dependent paths (single-bucket lc process, tracker 53430)
-# run against them.
+# The host's clients come from bookworm (Pacific 16.2.15). trixie's packages are Reef 18.2.7 and
+# sid's Tentacle 20.2.4 (measured).
 HOST_SUITE = "bookworm"
-SUITE = os.environ.get("RGWKEEPER_TEST_DEBIAN_SUITE", HOST_SUITE)
+RELEASE_SUITES = {"tentacle": "sid", "reef": "trixie", "pacific": HOST_SUITE}
+DEFAULT_RELEASE = "tentacle"
+
+
+def chosen_release() -> str | None:
+    """The release the environment picks for the session (RGWKEEPER_TEST_RELEASE, or the suite
+    RGWKEEPER_TEST_DEBIAN_SUITE names), or None when it picks none."""
+    release = os.environ.get("RGWKEEPER_TEST_RELEASE", "").strip().lower()
+    if release:
+        return release
+    suite = os.environ.get("RGWKEEPER_TEST_DEBIAN_SUITE", "").strip()
+    return release_of(suite) if suite else None
+
+
+def release_of(suite: str) -> str:
+    """The release a suite's packages carry; an unknown suite is named by itself."""
+    return next((r for r, s in RELEASE_SUITES.items() if s == suite), suite)
+
+
+def suite_of(release: str) -> str:
+    return RELEASE_SUITES.get(release, release)
+
+
+#: The suite ClusterOptions() boots when nothing names one (the test matrix names its own).
+SUITE = suite_of(chosen_release() or release_of(HOST_SUITE))
 MIRROR = os.environ.get("RGWKEEPER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = (
     "ceph-mon",
@@ -85,7 +111,7 @@ def recipe_tag(suite: str = SUITE) -> str:
 
 def ensure_image(client: docker.DockerClient, cache_dir: Path, suite: str = SUITE) -> str:
     """Return an image reference that exists in the engine, building it if needed."""
-    # The override names the session's image; another suite (test_reef) is built from its recipe.
+    # The override replaces SUITE's image (the chosen release's); the others are built from their recipes.
     override = os.environ.get("RGWKEEPER_CEPH_IMAGE") if suite == SUITE else None
     if override:
         try:

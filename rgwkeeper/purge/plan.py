@@ -66,7 +66,7 @@ DIRECT_DROP = {r.name: r.direct_drop for r in RELEASES.values() if r.direct_drop
 
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
 #: with "_") and the bucket drop of the direct method were checked against a real cluster
-#: (16.2.15, 18.2.7 in tests/integration/test_reef.py, 20.2.4 in test_tentacle.py). Elsewhere
+#: (16.2.15, 18.2.7 and 20.2.4: the release matrix of tests/integration/test_purge.py). Elsewhere
 #: the planner falls back to S3 and says why.
 DIRECT_VERIFIED_RELEASES = tuple(DIRECT_DROP)
 

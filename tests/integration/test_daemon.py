@@ -307,11 +307,12 @@ def every_lever_effective(ceph_cluster):
                for name, value in levers(ceph_cluster).items())
 
 
-@pytest.mark.releases("tentacle", "reef", "pacific")
+# Reef and Tentacle set no lever (releases.SCRUB_LEVERS): nothing is set there, so nothing can be
+# left behind; test_throttle_engages_under_put_load_and_gives_back shows that on each release.
+@pytest.mark.releases("pacific")
 def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluster, s3, bucket_name, daemons,
                                                                      journal_pool):
-    if not levers(ceph_cluster):
-        pytest.skip("no scrub lever on this release: nothing is set, so nothing can be left behind")
+    assert levers(ceph_cluster), "this test needs a release where the throttle sets levers"
     before = mon_db(ceph_cluster)
     d = throttle_held(daemons, "crashy", s3, bucket_name, lambda: every_lever_effective(ceph_cluster),
                       lease_s=SOLO_LEASE_S)
@@ -332,6 +333,7 @@ def test_kill9_while_throttled_then_restart_restores_within_one_tick(ceph_cluste
     assert again.passes()[0]["scrub_state"] == "idle"
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_sigterm_restores_before_exit(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     before = mon_db(ceph_cluster)
     d = daemons("term").start()
@@ -348,6 +350,7 @@ def test_sigterm_restores_before_exit(ceph_cluster, s3, bucket_name, daemons, jo
     assert any(e.get("event") == "restored before exit" and e["restored"] for e in d.events())
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     a = daemons("node-a").start()
     wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
@@ -363,6 +366,7 @@ def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, jo
     wait_for("clean", lambda: clean(ceph_cluster), timeout=30)
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_sigstopped_leader_is_replaced_and_stays_out(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     a = daemons("stop-a").start()
     wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
@@ -432,6 +436,7 @@ def _journal_keys(ceph_cluster):
     return set(out.stdout.split())
 
 
+@pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_restore_leaves_what_an_operator_changed_and_force_puts_it_back(ceph_cluster, s3, bucket_name, daemons,
                                                                         journal_pool):
     before = mon_db(ceph_cluster)

@@ -37,12 +37,23 @@ def test_s3_object_lands_in_the_rados_data_pool(ceph_cluster, s3, bucket_name):
     assert body in data
 
 
+# Only Pacific reports BLUEFS_SPILLOVER on the harness's 128 MiB DB files (docs/testing.md).
+@pytest.mark.releases("pacific")
 def test_bluefs_spillover_is_seen_from_the_host(ceph_cluster):
     if ceph_cluster.external:
         pytest.skip("spillover is a property of the containerized cluster's 128 MiB DB devices")
     health = ceph_cluster.ceph("health", "detail")
     assert "BLUEFS_SPILLOVER" in health["checks"]
     assert health["checks"]["BLUEFS_SPILLOVER"]["summary"]["count"] == 3
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_the_cluster_and_its_radosgw_admin_are_its_release(ceph_cluster):
+    """The matrix really runs each release, and radosgw-admin on PATH is the cluster's own."""
+    versions = ceph_cluster.ceph("versions")
+    assert all(f" {ceph_cluster.release} " in v for v in versions["overall"]), versions
+    version = subprocess.run(["radosgw-admin", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and f" {ceph_cluster.release} " in version.stdout, version.stdout + version.stderr
 
 
 def test_host_radosgw_admin_reaches_the_cluster(ceph_cluster):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.integration.test_daemon import Daemon, data_pool_write_ops, journal_pool, put_load, wait_for  # noqa: F401
+from tests.integration.test_purge import bucket_stats, cli, radosgw_admin
 
 LIMIT = 100  # rgw_max_objs_per_shard for these tests
 
@@ -55,6 +56,7 @@ def _p99(values):
     return statistics.quantiles(values, n=100)[98] if len(values) >= 100 else max(values)
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_presharded_bucket_takes_its_objects_without_a_dynamic_reshard(ceph_cluster, s3, bucket_name, rgw_option,
                                                                        record_property):
     rgw_option("rgw_max_objs_per_shard", str(LIMIT))
@@ -191,3 +193,50 @@ def test_fill_crossing_the_level_starts_the_configured_expiry(ceph_cluster, s3, 
         assert len([e for e in d.events() if e.get("event") == "expiry run"]) == 1
     finally:
         d.stop()
+
+
+def _shards(cluster, bucket: str) -> tuple[int, int]:
+    """(num_shards, min_num_shards) as Tentacle's `bucket layout` reads them."""
+    proc = radosgw_admin(cluster, "bucket", "layout", "--bucket", bucket)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    normal = json.loads(proc.stdout)["layout"]["current_index"]["layout"]["normal"]
+    return normal["num_shards"], normal["min_num_shards"]
+
+
+# Only Tentacle's dynamic resharding reduces shard counts (rgw_dynamic_resharding_may_reduce).
+@pytest.mark.releases("tentacle")
+def test_a_presharded_empty_bucket_keeps_its_shards_while_an_ordinary_one_is_reduced(
+        ceph_cluster, s3, bucket_name, rgw_option, tmp_path):
+    # RGW's bucket stats sync (every rgw_user_quota_bucket_sync_interval, 180 s, over the buckets
+    # written since its last pass) queues a reduction when a bucket has under 1,000 objects per shard
+    # (min(10,000, rgw_max_objs_per_shard / 100)), down to no fewer than 11 shards; the reshard thread
+    # (every rgw_reshard_thread_interval, 10 s in the harness) runs it once
+    # rgw_dynamic_resharding_reduction_wait hours (120; its minimum is 0) have passed since it was
+    # queued. All three are read at runtime; the sync thread's current wait still runs out first.
+    # docs/architecture.md, "Releases".
+    rgw_option("rgw_dynamic_resharding_reduction_wait", "0")
+    rgw_option("rgw_user_quota_bucket_sync_interval", "10")
+    pre, plain = bucket_name, bucket_name[:-1] + "p"
+    doc = json.loads(cli(ceph_cluster, tmp_path, "preshard", pre, "--expected-objects", "1500",
+                         "--objects-per-shard", "50", "--json").stdout)
+    assert doc["wanted_shards"] == 31 and all(a["ok"] for a in doc["applied"]), doc
+    assert doc["commands"][-1] == f"radosgw-admin bucket set-min-shards --bucket {pre} --num-shards 31"
+    assert "tentacle's dynamic resharding reduces" in doc["min_shards"]
+    s3.create_bucket(Bucket=plain)
+    proc = radosgw_admin(ceph_cluster, "bucket", "reshard", "--bucket", plain, "--num-shards", "31",
+                         "--yes-i-really-mean-it")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (_shards(ceph_cluster, pre), _shards(ceph_cluster, plain)) == ((31, 31), (31, 1))
+    # One write each puts both buckets in the same stats sync pass; both end empty again.
+    for b in (pre, plain):
+        s3.put_object(Bucket=b, Key="touch", Body=b"x")
+        s3.delete_object(Bucket=b, Key="touch")
+
+    wait_for("RGW reducing the ordinary bucket", lambda: _shards(ceph_cluster, plain)[0] < 31, timeout=360, interval=3)
+    assert _shards(ceph_cluster, plain) == (11, 1)
+    assert _shards(ceph_cluster, pre) == (31, 31)
+    assert bucket_stats(ceph_cluster, pre)["num_shards"] == 31
+    if ceph_cluster.log_dir is not None:
+        # RGW did consider the pre-sharded bucket in the same pass: the pin is what kept it.
+        log = (ceph_cluster.log_dir / "ceph-client.rgw.gw.log").read_text(errors="replace")
+        assert f"check_bucket_shards bucket {pre} needs resharding; current num shards 31; new num shards 31" in log

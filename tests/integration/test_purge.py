@@ -101,6 +101,7 @@ def drop_copies_then_nothing_left(cluster, s3, copies: str, marker: str) -> None
 
 # -- whole-bucket purges ----------------------------------------------------------------------------
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph_cluster, s3, bucket_name, tmp_path):
     b, copies = bucket_name, bucket_name + "-copies"
     s3.create_bucket(Bucket=b)
@@ -134,6 +135,7 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
     drop_copies_then_nothing_left(ceph_cluster, s3, copies, marker)
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_versioned_bucket_with_delete_markers_and_uploads_is_purged_through_rgw(ceph_cluster, s3, bucket_name,
                                                                               tmp_path):
     b, copies = bucket_name, bucket_name + "-copies"
@@ -193,7 +195,8 @@ def test_dry_run_changes_nothing(ceph_cluster, s3, bucket_name, tmp_path):
 @pytest.mark.parametrize("method, config", [
     ("s3", "s3_batches_in_flight = 1\nlist_page_size = 100\ncheckpoint_interval = 0\n"),
     ("direct", "rados_ops_in_flight = 1\nlist_page_size = 100\ncheckpoint_interval = 0\n"),
-])
+], ids=["s3", "direct"])
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, tmp_path, method, config):
     b = bucket_name
     s3.create_bucket(Bucket=b)
@@ -270,6 +273,7 @@ def test_pacing_slows_the_purge_when_writes_are_slower_than_the_target(ceph_clus
     assert bucket_stats(ceph_cluster, b) is None
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 @pytest.mark.parametrize("method", ["s3", "direct"])
 def test_a_rate_capped_purge_finishes_clean_at_its_cap(ceph_cluster, s3, bucket_name, tmp_path, method):
     b = bucket_name
@@ -353,6 +357,7 @@ def test_a_size_filter_on_a_versioned_bucket_is_refused(ceph_cluster, s3, bucket
 
 # -- lifecycle ------------------------------------------------------------------------------------
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_expire_by_prefix_deletes_exactly_the_matching_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
     rgw_option("rgw_lc_debug_interval", "1", who="client.admin")  # a lifecycle "day" is 1 s for lc process
     b = bucket_name
@@ -406,6 +411,7 @@ def test_expire_of_every_configured_bucket_goes_on_past_one_that_fails(ceph_clus
     assert s3.list_objects_v2(Bucket=sized)["KeyCount"] == 3
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, bucket_name, tmp_path, rgw_option):
     """A tag filter is decided by each object's tags on RGW (GetObjectTagging), on Pacific too."""
     rgw_option("rgw_lc_debug_interval", "1", who="client.admin")
@@ -436,6 +442,7 @@ def bucket_with_their_rule(s3, b: str) -> None:
     s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [theirs]})
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, bucket_name, tmp_path):
     b = bucket_name
     bucket_with_their_rule(s3, b)
@@ -464,6 +471,68 @@ def test_purge_by_prefix_through_lifecycle_restores_the_rules(ceph_cluster, s3, 
 
 def release(cluster) -> str:
     return "pacific" if " pacific " in json.dumps(cluster.ceph("versions")) else "later"
+
+
+# -- what differs per release -------------------------------------------------------------------
+
+@pytest.mark.releases("tentacle", "reef")
+def test_the_plan_names_its_release_and_allows_lifecycle(ceph_cluster, s3, bucket_name, tmp_path):
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 5, size=512, prefix="tmp/")
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--dry-run", "--json").stdout)
+    assert doc["method"] == "direct" and doc["profile"]["release"] == ceph_cluster.release
+    if ceph_cluster.release == "reef":
+        assert any("not measured on reef" in r for r in [*doc["reasons"], *(w for _, w in doc["rejected"])])
+    else:
+        # Tentacle's drop (plan.DIRECT_DROP): the index emptied in place, then RGW deletes the bucket.
+        assert any("rgw.bucket_init_index" in c for c in doc["commands"]), doc["commands"]
+        assert f"S3 DeleteBucket bucket={b}" in doc["commands"]
+        assert not any("metadata rm" in c for c in doc["commands"]), doc["commands"]
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "tmp/", "--method", "lifecycle",
+                         "--dry-run", "--json").stdout)
+    assert doc["method"] == "lifecycle"
+    assert any("lc process --bucket" in c for c in doc["commands"]), doc["commands"]
+    assert bucket_stats(ceph_cluster, b)["usage"]["rgw.main"]["num_objects"] == 5  # a dry run
+
+
+# Quincy and later run the bucket's lifecycle itself (`lc process --bucket`, tracker 53430);
+# Pacific works from a listing, which test_purge_by_prefix_through_lifecycle_restores_the_rules covers.
+@pytest.mark.releases("tentacle", "reef")
+def test_an_interrupted_lifecycle_purge_puts_the_rules_back_and_a_rerun_finishes(ceph_cluster, s3, bucket_name,
+                                                                                tmp_path):
+    """SIGTERM while the purge's expire-everything rule is on the bucket: the rules the bucket had
+    are back when the command has exited, and the same command again finishes the purge."""
+    b = bucket_name
+    bucket_with_their_rule(s3, b)
+    fill(s3, b, 30, prefix="tmp/")
+    fill(s3, b, 3, prefix="keep/")
+
+    def rule_ids() -> list[str]:
+        return [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]]
+
+    args = ("purge", b, "--prefix", "tmp/", "--method", "lifecycle", "--yes")
+    proc = subprocess.Popen(cli_argv(ceph_cluster, tmp_path, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, env=ceph_cluster.env())
+    try:
+        deadline = time.monotonic() + 120
+        while not any(i.startswith("rgwkeeper-purge-") for i in rule_ids()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=10)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert err.endswith("rgwkeeper: error: terminated (SIGTERM); run the same command again to resume from its "
+                        "checkpoint\n"), err
+    assert rule_ids() == ["theirs"]
+
+    cli(ceph_cluster, tmp_path, *args)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    assert keys == {f"keep/{i:06d}" for i in range(3)}
+    assert rule_ids() == ["theirs"]
 
 
 INDEX_POOL = "default.rgw.buckets.index"

@@ -25,6 +25,7 @@ def _status_json(ceph_cluster):
     return json.loads(proc.stdout)
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_spillover_is_reported_on_exactly_the_osds_health_detail_names(ceph_cluster):
     health = ceph_cluster.ceph("health", "detail")
     check = health["checks"].get("BLUEFS_SPILLOVER")
@@ -34,11 +35,14 @@ def test_spillover_is_reported_on_exactly_the_osds_health_detail_names(ceph_clus
                    for m in re.findall(r"osd\.(\d+) spilled over", d["message"]))
     snap = _status_json(ceph_cluster)
     assert snap["derived"]["spilled_osds"] == named
-    if not ceph_cluster.external:
+    assert ("BLUEFS_SPILLOVER" in snap["checks"]) == bool(named)
+    if not ceph_cluster.external and ceph_cluster.release == "pacific":
+        # With the harness's 128 MiB DB files Pacific reports spillover on every OSD right after
+        # start; Reef and Tentacle report none (docs/testing.md).
         assert named == [0, 1, 2]
-        assert "BLUEFS_SPILLOVER" in snap["checks"]
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_fill_matches_ceph_df(ceph_cluster):
     snap = _status_json(ceph_cluster)
     df = ceph_cluster.ceph("df")
@@ -49,6 +53,7 @@ def test_fill_matches_ceph_df(ceph_cluster):
     assert snap["ratios"]["nearfull_ratio"] == pytest.approx(dump["nearfull_ratio"])
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_a_bucket_near_the_lowered_shard_limit_is_flagged(ceph_cluster, s3, bucket_name, rgw_option):
     rgw_option("rgw_max_objs_per_shard", "20")
     near, small = bucket_name, bucket_name[:-1] + "s"
