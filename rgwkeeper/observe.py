@@ -93,7 +93,9 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
         return out
 
     tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit()),
-                        guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits())]
+                        guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits()),
+                        guarded("pg dump pgs (deep-scrub deadlines)", deep_scrub_deadlines(adapters.rados))
+                        if config.scrub_debt.enabled else _none()]
     if adapters.admin_api is not None:
         tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
     reshard_list = adapters.radosgw_admin is not None and not _full(raw)
@@ -104,16 +106,38 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
         # while zonegroup get and the admin API's bucket stats answer (docs/purge.md, "Full cluster").
         errors.append({"source": "radosgw-admin reshard list",
                        "error": "not run: the cluster is full and it would wait for a write"})
-    osd_results, limit, reshard, *rest = await asyncio.gather(*tasks)
+    osd_results, limit, reshard, deadlines, *rest = await asyncio.gather(*tasks)
 
     raw["osd_bluefs"] = {str(i): perf for i, perf, _ in osd_results if perf is not None}
     raw["osd_config"] = {str(i): opts for i, _, opts in osd_results if opts}
     raw["rgw_limit"] = limit
     raw["reshard_limits"] = reshard
+    raw["pg_deep_scrub"] = deadlines
     raw["buckets"] = rest[0] if adapters.admin_api is not None else None
     raw["reshard_queue"] = rest[-1] if reshard_list else None
     raw["collect_seconds"] = round(time.monotonic() - t0, 3)
     return raw
+
+
+#: What PG_NOT_DEEP_SCRUBBED is computed from. The check runs in the mgr with the mgr's
+#: settings (PGMap::get_health_checks), so they are read for who=mgr.
+DEEP_SCRUB_COMMANDS: dict[str, dict[str, Any]] = {
+    "pgs": {"prefix": "pg dump", "dumpcontents": ["pgs"]},
+    "osd_deep_scrub_interval": {"prefix": "config get", "who": "mgr", "key": "osd_deep_scrub_interval"},
+    "warn_ratio": {"prefix": "config get", "who": "mgr", "key": "mon_warn_pg_not_deep_scrubbed_ratio"},
+}
+
+
+async def deep_scrub_deadlines(rados: RadosAdapter) -> dict[str, Any]:
+    """Every PG's last deep-scrub stamp and the settings that make its deadline (three reads;
+    ``pg dump pgs`` is about 2 KiB of JSON per PG)."""
+    names = list(DEEP_SCRUB_COMMANDS)
+    answers = await asyncio.gather(*(rados.acommand(DEEP_SCRUB_COMMANDS[n]) for n in names))
+    return dict(zip(names, answers))
+
+
+async def _none() -> None:
+    return None
 
 
 def _full(raw: dict[str, Any]) -> bool:

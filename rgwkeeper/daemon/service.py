@@ -214,6 +214,7 @@ class Service:
                               local_time=local_now.time(), local_now=local_now)
         self.metrics.observe(snap, plan.scrub.memory.ema_write_ops)
         self.metrics.gate_open.set(1 if plan.gate.open else 0)
+        self.metrics.observe_debt(plan.debt.summary if plan.debt else None)
         self.metrics.paused.set(1 if control.get("paused") else 0)
         if not self.lease.is_leader():
             raise NotLeader("lease ran out while observing; not acting")
@@ -248,6 +249,7 @@ class Service:
         log.info("reconciled", gate=str(plan.gate), scrub_state=plan.scrub.state, scrub_reason=plan.scrub.reason,
                  preshard=plan.shards_reason, spillover=plan.spillover.reason if plan.spillover else None,
                  fill=plan.fill.reason if plan.fill else None,
+                 scrub_debt=plan.debt.reason if plan.debt else None,
                  write_ops=round(snap.rgw_io.write_op_per_sec, 1),
                  smoothed_write_ops=round(plan.scrub.memory.ema_write_ops or 0.0, 1),
                  changed=[r.command for r in results if r.changed],

@@ -57,6 +57,9 @@ def test_collect_raw_reproduces_the_capture(tmp_path, obs):
                 "osd_bluefs", "osd_config", "buckets", "reshard_queue", "reshard_limits"):
         assert raw[key] == obs[key], key
     assert parse(raw).to_dict()["derived"] == parse(obs).to_dict()["derived"]
+    # Every PG's deep-scrub deadline, from one `pg dump pgs` and the mgr's two settings.
+    assert raw["pg_deep_scrub"] == load_fixture("deep-scrub.json")["pg_deep_scrub"]
+    assert parse(raw).deep_scrub is not None
     # Every per-OSD call went to an OSD that is up, and each OSD got its perf dump.
     perf_osds = sorted(osd for osd, c in fake.calls if c["prefix"] == "perf dump")
     assert perf_osds == [0, 1, 2]
