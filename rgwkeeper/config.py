@@ -164,8 +164,12 @@ class ScrubThrottleSection:
 class ScrubDebtSection:
     """Deep scrubs the daemon requests in quiet periods, closest deadline first."""
 
-    enabled: bool = opt(True, "Read every PG's deep-scrub deadline (`pg dump pgs`, about 2 KiB of JSON per "
-                        "PG, each pass) and pay deep-scrub debt back in quiet periods.")
+    enabled: bool = opt(True, "Read every PG's deep-scrub deadline (`pg dump pgs`, about 2.3 KiB of JSON per "
+                        "PG) and pay deep-scrub debt back in quiet periods.")
+    read_every_s: float = opt(
+        300.0, "The daemon reads the deadlines at most this often, seconds (0: every pass): on tens of "
+        "thousands of PGs `pg dump pgs` is about 70 MB of JSON. Between reads a requested PG counts as in "
+        "flight, so at most max_in_flight PGs are requested per read.", min=0.0, max=86400.0)
     horizon_s: float = opt(172800.0, "Request deep scrubs of PGs within this many seconds of their "
                            "PG_NOT_DEEP_SCRUBBED point (or past it).", min=0.0, max=60 * 86400.0)
     max_in_flight: int = opt(2, "At most this many PGs deep-scrubbing at once, counting those already "

@@ -41,7 +41,17 @@ class Adapters:
     admin_api: AdminApi | None = None
 
 
-async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
+@dataclass
+class DeepScrubCache:
+    """The last read of the deep-scrub deadlines, reused for ``scrub_debt.read_every_s``: on a
+    cluster of tens of thousands of PGs ``pg dump pgs`` is tens of MB of JSON."""
+
+    answers: dict[str, Any] | None = None
+    read_at: float | None = None  # monotonic
+
+
+async def collect_raw(adapters: Adapters, config: Config, *,
+                      deep_scrub_cache: DeepScrubCache | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     raw: dict[str, Any] = {"taken_at": time.time(), "errors": []}
     errors: list[dict[str, str]] = raw["errors"]
@@ -94,7 +104,8 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
 
     tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit()),
                         guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits()),
-                        guarded("pg dump pgs (deep-scrub deadlines)", deep_scrub_deadlines(adapters.rados))
+                        guarded("pg dump pgs (deep-scrub deadlines)",
+                                _deadlines(adapters.rados, config.scrub_debt.read_every_s, deep_scrub_cache))
                         if config.scrub_debt.enabled else _none()]
     if adapters.admin_api is not None:
         tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
@@ -130,10 +141,20 @@ DEEP_SCRUB_COMMANDS: dict[str, dict[str, Any]] = {
 
 async def deep_scrub_deadlines(rados: RadosAdapter) -> dict[str, Any]:
     """Every PG's last deep-scrub stamp and the settings that make its deadline (three reads;
-    ``pg dump pgs`` is about 2 KiB of JSON per PG)."""
+    ``pg dump pgs`` is about 2.3 KiB of JSON per PG)."""
     names = list(DEEP_SCRUB_COMMANDS)
     answers = await asyncio.gather(*(rados.acommand(DEEP_SCRUB_COMMANDS[n]) for n in names))
     return dict(zip(names, answers))
+
+
+async def _deadlines(rados: RadosAdapter, every_s: float, cache: DeepScrubCache | None) -> dict[str, Any]:
+    if cache is not None and cache.answers is not None and cache.read_at is not None \
+            and time.monotonic() - cache.read_at < every_s:
+        return cache.answers
+    answers = await deep_scrub_deadlines(rados)
+    if cache is not None:
+        cache.answers, cache.read_at = answers, time.monotonic()
+    return answers
 
 
 async def _none() -> None:
@@ -156,10 +177,11 @@ async def read_full_state(rados: RadosAdapter) -> "FullState":
     return parse_full_state(health, osd_dump, osd_df)
 
 
-async def snapshot(adapters: Adapters, config: Config) -> tuple["Snapshot", dict[str, Any]]:
+async def snapshot(adapters: Adapters, config: Config, *,
+                   deep_scrub_cache: DeepScrubCache | None = None) -> tuple["Snapshot", dict[str, Any]]:
     """Collect and parse one snapshot."""
     from rgwkeeper.snapshot import parse
 
-    raw = await collect_raw(adapters, config)
+    raw = await collect_raw(adapters, config, deep_scrub_cache=deep_scrub_cache)
     snap = parse(raw, data_pools=config.rgw.data_pools, shard_warning_ratio=config.rgw.shard_warning_ratio)
     return snap, raw

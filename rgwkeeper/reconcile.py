@@ -73,7 +73,7 @@ def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control
     fill_d = fill.decide(snap, cfg.fill, control.get("fill") or {}, now=now)
     debt = scrub_debt.decide(snap.deep_scrub, cfg.scrub_debt, scrub_debt.DebtMemory.from_dict(control.get("scrub_debt")),
                              throttle_engaged=decision.state in ("engage", "throttled", "holding"),
-                             smoothed_write_ops=load, now=now)
+                             smoothed_write_ops=load, now=now, deep_scrubbing_now=snap.scrub.pgs_deep_scrubbing)
     changes: tuple[Action, ...] = (*decision.actions, *(a for p in shard_plans for a in p.actions),
                                    *spill.actions, *fill_d.actions, *debt.actions)
     if paused:

@@ -39,7 +39,7 @@ from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
-from rgwkeeper.observe import Adapters, snapshot
+from rgwkeeper.observe import Adapters, DeepScrubCache, snapshot
 from rgwkeeper.policy.scrub import ThrottleMemory
 
 log = structlog.get_logger("rgwkeeper.daemon")
@@ -127,6 +127,7 @@ class Service:
     last_progress_at: float = field(default_factory=time.monotonic)
     pass_running: bool = False
     failed_passes_in_a_row: int = 0
+    deep_scrub_cache: DeepScrubCache = field(default_factory=DeepScrubCache)
 
     @property
     def holder(self) -> str:
@@ -206,7 +207,7 @@ class Service:
                      restored=[r.command for r in results if r.status == "restored"],
                      failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])
         await ex.drop_lost_flags()
-        snap, _raw = await snapshot(self.adapters, self.cfg)
+        snap, _raw = await snapshot(self.adapters, self.cfg, deep_scrub_cache=self.deep_scrub_cache)
         overrides = self.journal.overrides()
         control = self.journal.control()
         local_now = datetime.now()

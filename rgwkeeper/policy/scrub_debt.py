@@ -91,7 +91,10 @@ def _pending(pg: PgDeepScrub, r: Requested | None, s: ScrubDebtSection, now: flo
 
 
 def decide(deadlines: DeepScrubDeadlines | None, s: ScrubDebtSection, memory: DebtMemory, *,
-           throttle_engaged: bool, smoothed_write_ops: float, now: float) -> DebtDecision:
+           throttle_engaged: bool, smoothed_write_ops: float, now: float,
+           deep_scrubbing_now: int = 0) -> DebtDecision:
+    """``deep_scrubbing_now``: PGs deep-scrubbing per ``ceph status`` this pass (the deadlines
+    may be an older read; the bound takes the larger count)."""
     if deadlines is None:
         return DebtDecision((), memory, None, "deep-scrub deadlines unknown (not read)")
     by_pg = {p.pgid: p for p in deadlines.pgs}
@@ -112,7 +115,7 @@ def decide(deadlines: DeepScrubDeadlines | None, s: ScrubDebtSection, memory: De
     if smoothed_write_ops >= s.max_write_ops:
         return DebtDecision((), mem, summary, f"{len(due)} PG(s) due, but smoothed RGW write load "
                                               f"{smoothed_write_ops:.0f} op/s is not below {s.max_write_ops:.0f}")
-    in_flight = summary.deep_scrubbing + sum(1 for pg in kept if not by_pg[pg].deep_scrubbing)
+    in_flight = max(summary.deep_scrubbing, deep_scrubbing_now) + sum(1 for pg in kept if not by_pg[pg].deep_scrubbing)
     room = s.max_in_flight - in_flight
     if room <= 0:
         return DebtDecision((), mem, summary, f"{len(due)} PG(s) due; {in_flight} deep-scrubbing or requested "

@@ -221,3 +221,12 @@ def test_the_executor_sends_pg_deep_scrub_as_a_mon_command():
         rados.close()
     assert r.ok and r.command == "ceph pg deep-scrub 5.1f"
     assert [c for _, c in fake.calls] == [{"prefix": "pg deep-scrub", "pgid": "5.1f", "format": "json"}]
+
+
+def test_the_bound_also_counts_deep_scrubs_ceph_status_sees_now():
+    # The deadlines may be an older read (scrub_debt.read_every_s): ceph status's count wins.
+    d = deadlines(pg("1.0", NOW - 13 * DAY), pg("1.1", NOW - 13 * DAY))
+    out = decide(d, S, DebtMemory(), throttle_engaged=False, smoothed_write_ops=0, now=NOW, deep_scrubbing_now=1)
+    assert requested(out) == ["1.0"]
+    full = decide(d, S, DebtMemory(), throttle_engaged=False, smoothed_write_ops=0, now=NOW, deep_scrubbing_now=2)
+    assert full.actions == ()
