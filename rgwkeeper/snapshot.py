@@ -564,8 +564,9 @@ def parse_deep_scrub(raw: Mapping[str, Any], osd_dump: Mapping[str, Any]) -> Dee
         if interval <= 0:
             interval = default_interval
         stamp = parse_stamp(pg["last_deep_scrub_stamp"])
-        # PGMap::get_health_checks (src/mon/PGMap.cc, 16.2 to 20.2): warned once the stamp is
-        # older than now - (ratio * interval + interval), the interval the pool's if > 0.
+        # PGMap::get_health_checks (src/mon/PGMap.cc; held against 16.2 and 20.2 in
+        # tests/integration/test_scrub_debt.py): counted once the stamp is older than
+        # now - (ratio * interval + interval), the interval the pool's if > 0.
         out.append(PgDeepScrub(pgid=pgid, last_deep_scrub_stamp=stamp,
                                deep_scrubbing={"scrubbing", "deep"} <= set(str(pg.get("state", "")).split("+")),
                                interval_s=interval, warn_at=stamp + interval * (1.0 + ratio)))
