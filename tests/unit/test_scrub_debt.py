@@ -230,3 +230,23 @@ def test_the_bound_also_counts_deep_scrubs_ceph_status_sees_now():
     assert requested(out) == ["1.0"]
     full = decide(d, S, DebtMemory(), throttle_engaged=False, smoothed_write_ops=0, now=NOW, deep_scrubbing_now=2)
     assert full.actions == ()
+
+
+def test_status_shows_the_debt_and_what_would_be_requested():
+    import io
+
+    from rich.console import Console
+
+    from rgwkeeper.cli.render import render_status
+    from rgwkeeper.cli.status import debt_view
+
+    snap = dataclasses.replace(_snap(0, deadlines(pg("1.0", NOW - 13 * DAY), pg("1.1", NOW - 11 * DAY),
+                                                  pg("1.2", NOW))), taken_at=NOW)
+    debt = debt_view(snap, dataclasses.replace(Config(), scrub_debt=dataclasses.replace(S, max_in_flight=1)), None)
+    buf = io.StringIO()
+    render_status(snap, console=Console(file=buf, width=160, color_system=None), debt=debt)
+    text = buf.getvalue()
+    assert "deep-scrub debt: 1 PGs past their PG_NOT_DEEP_SCRUBBED point, 1 due within the horizon" in text
+    assert "nearest: pg 1.0, 18 h 00 min past it" in text
+    assert "would request: ceph pg deep-scrub 1.0" in text and "deep-scrub 1.1" not in text
+    assert json.loads(json.dumps(debt))["summary"]["nearest_pgid"] == "1.0"
