@@ -94,8 +94,27 @@ class RestoreAll:
         return "rgwkeeper restore"
 
 
+@dataclass(frozen=True)
+class DeepScrubPg:
+    """``ceph pg deep-scrub PGID``: ask the PG's primary to deep-scrub it now (it changes no
+    setting, so nothing is journaled or given back)."""
+
+    pgid: str
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"pg/{self.pgid}/deep-scrub"
+
+    def mon_command(self) -> dict[str, Any]:
+        return {"prefix": "pg deep-scrub", "pgid": self.pgid}
+
+    def command(self) -> str:
+        return shlex.join(["ceph", "pg", "deep-scrub", self.pgid])
+
+
 Override = Union[SetConfig, SetFlag]
-Action = Union[SetConfig, RemoveConfig, SetFlag, UnsetFlag, RestoreAll]
+Action = Union[SetConfig, RemoveConfig, SetFlag, UnsetFlag, RestoreAll, DeepScrubPg]
 
 
 @dataclass(frozen=True)

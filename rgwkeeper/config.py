@@ -156,6 +156,32 @@ class ScrubThrottleSection:
                               choices=("high_client_ops", "balanced", "high_recovery_ops"))
     set_nodeep_scrub_flag: bool = opt(False, "Also set the nodeep-scrub flag while throttled "
                                       "(stops new scheduled deep scrubs cluster-wide).")
+    release_before_deadline_s: float = opt(
+        86400.0, "Give scrub back (and do not throttle) once any PG is this close to the point where "
+        "PG_NOT_DEEP_SCRUBBED would count it, seconds; 0: only once the check is raised.", min=0.0,
+        max=30 * 86400.0)
+
+
+@dataclass(frozen=True)
+class ScrubDebtSection:
+    """Deep scrubs the daemon requests in quiet periods, closest deadline first."""
+
+    enabled: bool = opt(True, "Read every PG's deep-scrub deadline (`pg dump pgs`, about 2.3 KiB of JSON per "
+                        "PG) and pay deep-scrub debt back in quiet periods.")
+    read_every_s: float = opt(
+        300.0, "The daemon reads the deadlines at most this often, seconds (0: every pass): on tens of "
+        "thousands of PGs `pg dump pgs` is about 70 MB of JSON. Between reads a requested PG counts as in "
+        "flight, so at most max_in_flight PGs are requested per read.", min=0.0, max=86400.0)
+    horizon_s: float = opt(172800.0, "Request deep scrubs of PGs within this many seconds of their "
+                           "PG_NOT_DEEP_SCRUBBED point (or past it).", min=0.0, max=60 * 86400.0)
+    max_in_flight: int = opt(2, "At most this many PGs deep-scrubbing at once, counting those already "
+                             "deep-scrubbing and those requested that have not started yet.", min=1, max=64)
+    max_write_ops: float = opt(10000.0, "Request deep scrubs only while the smoothed client write op/s on the "
+                               "RGW data pools is below this (and the scrub throttle is not engaged).",
+                               min=0.0, max=MAX_OPS)
+    request_timeout_s: float = opt(3600.0, "A PG requested and not deep-scrubbed since (its stamp has not "
+                                   "moved) may be requested again after this many seconds.", min=60.0,
+                                   max=7 * 86400.0)
 
 
 @dataclass(frozen=True)
@@ -332,6 +358,7 @@ class Config:
     daemon: DaemonSection = field(default_factory=DaemonSection)
     gates: GatesSection = field(default_factory=GatesSection)
     scrub_throttle: ScrubThrottleSection = field(default_factory=ScrubThrottleSection)
+    scrub_debt: ScrubDebtSection = field(default_factory=ScrubDebtSection)
     loadgen: LoadgenSection = field(default_factory=LoadgenSection)
     preshard: PreshardSection = field(default_factory=PreshardSection)
     spillover: SpilloverSection = field(default_factory=SpilloverSection)
@@ -348,7 +375,7 @@ class Config:
 
 SECTIONS: dict[str, type] = {
     "cluster": ClusterSection, "rgw": RgwSection, "observe": ObserveSection, "daemon": DaemonSection,
-    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "preshard": PreshardSection,
+    "gates": GatesSection, "scrub_throttle": ScrubThrottleSection, "scrub_debt": ScrubDebtSection, "preshard": PreshardSection,
     "spillover": SpilloverSection, "fill": FillSection, "purge": PurgeSection,
     "loadgen": LoadgenSection,
 }

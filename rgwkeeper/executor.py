@@ -19,8 +19,8 @@ from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping
 
 import structlog
 
-from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, RemoveConfig, ReshardBucket, RestoreAll, RunExpire,
-                               SetConfig, SetFlag, SetMinShards, UnsetFlag)
+from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, DeepScrubPg, RemoveConfig, ReshardBucket, RestoreAll,
+                               RunExpire, SetConfig, SetFlag, SetMinShards, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
 from rgwkeeper.adapters.s3 import S3Adapter
@@ -165,6 +165,8 @@ class Executor:
                 results.append(await self._compact(action))
             elif isinstance(action, RunExpire):
                 results.append(await self._expire(action))
+            elif isinstance(action, DeepScrubPg):
+                results.append(await self._deep_scrub(action))
             elif isinstance(action, (RemoveConfig, UnsetFlag)):
                 raise RgwkeeperError(f"{action.command()}: policies give settings back with RestoreAll only")
         return results
@@ -263,6 +265,15 @@ class Executor:
                   f"({'cleared' if outcome['cleared'] else 'not cleared: the DB device is too small'})")
         log.info("compacted", command=a.command(), **outcome)
         return ActionResult(a.command(), True, detail, data={"osd": a.osd_id, **outcome})
+
+    async def _deep_scrub(self, a: DeepScrubPg) -> ActionResult:
+        """Only a request: the PG's stamp moving (seen in later snapshots) is the read-back."""
+        self._check_leader()
+        try:
+            await self.rados.acommand(a.mon_command())
+        except CephError as exc:
+            return ActionResult(a.command(), False, str(exc))
+        return ActionResult(a.command(), True, "requested", data={"pgid": a.pgid})
 
     async def _expire(self, a: RunExpire) -> ActionResult:
         self._check_leader()

@@ -41,7 +41,17 @@ class Adapters:
     admin_api: AdminApi | None = None
 
 
-async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
+@dataclass
+class DeepScrubCache:
+    """The last read of the deep-scrub deadlines, reused for ``scrub_debt.read_every_s``: on a
+    cluster of tens of thousands of PGs ``pg dump pgs`` is tens of MB of JSON."""
+
+    answers: dict[str, Any] | None = None
+    read_at: float | None = None  # monotonic
+
+
+async def collect_raw(adapters: Adapters, config: Config, *,
+                      deep_scrub_cache: DeepScrubCache | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     raw: dict[str, Any] = {"taken_at": time.time(), "errors": []}
     errors: list[dict[str, str]] = raw["errors"]
@@ -93,7 +103,10 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
         return out
 
     tasks: list[Any] = [asyncio.gather(*(osd_info(i) for i in up_osds)), guarded("rgw_max_objs_per_shard", rgw_limit()),
-                        guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits())]
+                        guarded("reshard limits (rgw_max_dynamic_shards, zonegroup)", reshard_limits()),
+                        guarded("pg dump pgs (deep-scrub deadlines)",
+                                _deadlines(adapters.rados, config.scrub_debt.read_every_s, deep_scrub_cache))
+                        if config.scrub_debt.enabled else _none()]
     if adapters.admin_api is not None:
         tasks.append(guarded("admin API GET /admin/bucket?stats=True", adapters.admin_api.buckets_with_stats()))
     reshard_list = adapters.radosgw_admin is not None and not _full(raw)
@@ -104,16 +117,48 @@ async def collect_raw(adapters: Adapters, config: Config) -> dict[str, Any]:
         # while zonegroup get and the admin API's bucket stats answer (docs/purge.md, "Full cluster").
         errors.append({"source": "radosgw-admin reshard list",
                        "error": "not run: the cluster is full and it would wait for a write"})
-    osd_results, limit, reshard, *rest = await asyncio.gather(*tasks)
+    osd_results, limit, reshard, deadlines, *rest = await asyncio.gather(*tasks)
 
     raw["osd_bluefs"] = {str(i): perf for i, perf, _ in osd_results if perf is not None}
     raw["osd_config"] = {str(i): opts for i, _, opts in osd_results if opts}
     raw["rgw_limit"] = limit
     raw["reshard_limits"] = reshard
+    raw["pg_deep_scrub"] = deadlines
     raw["buckets"] = rest[0] if adapters.admin_api is not None else None
     raw["reshard_queue"] = rest[-1] if reshard_list else None
     raw["collect_seconds"] = round(time.monotonic() - t0, 3)
     return raw
+
+
+#: What PG_NOT_DEEP_SCRUBBED is computed from. The check runs in the mgr with the mgr's
+#: settings (PGMap::get_health_checks), so they are read for who=mgr.
+DEEP_SCRUB_COMMANDS: dict[str, dict[str, Any]] = {
+    "pgs": {"prefix": "pg dump", "dumpcontents": ["pgs"]},
+    "osd_deep_scrub_interval": {"prefix": "config get", "who": "mgr", "key": "osd_deep_scrub_interval"},
+    "warn_ratio": {"prefix": "config get", "who": "mgr", "key": "mon_warn_pg_not_deep_scrubbed_ratio"},
+}
+
+
+async def deep_scrub_deadlines(rados: RadosAdapter) -> dict[str, Any]:
+    """Every PG's last deep-scrub stamp and the settings that make its deadline (three reads;
+    ``pg dump pgs`` is about 2.3 KiB of JSON per PG)."""
+    names = list(DEEP_SCRUB_COMMANDS)
+    answers = await asyncio.gather(*(rados.acommand(DEEP_SCRUB_COMMANDS[n]) for n in names))
+    return dict(zip(names, answers))
+
+
+async def _deadlines(rados: RadosAdapter, every_s: float, cache: DeepScrubCache | None) -> dict[str, Any]:
+    if cache is not None and cache.answers is not None and cache.read_at is not None \
+            and time.monotonic() - cache.read_at < every_s:
+        return cache.answers
+    answers = await deep_scrub_deadlines(rados)
+    if cache is not None:
+        cache.answers, cache.read_at = answers, time.monotonic()
+    return answers
+
+
+async def _none() -> None:
+    return None
 
 
 def _full(raw: dict[str, Any]) -> bool:
@@ -132,10 +177,11 @@ async def read_full_state(rados: RadosAdapter) -> "FullState":
     return parse_full_state(health, osd_dump, osd_df)
 
 
-async def snapshot(adapters: Adapters, config: Config) -> tuple["Snapshot", dict[str, Any]]:
+async def snapshot(adapters: Adapters, config: Config, *,
+                   deep_scrub_cache: DeepScrubCache | None = None) -> tuple["Snapshot", dict[str, Any]]:
     """Collect and parse one snapshot."""
     from rgwkeeper.snapshot import parse
 
-    raw = await collect_raw(adapters, config)
+    raw = await collect_raw(adapters, config, deep_scrub_cache=deep_scrub_cache)
     snap = parse(raw, data_pools=config.rgw.data_pools, shard_warning_ratio=config.rgw.shard_warning_ratio)
     return snap, raw

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from rgwkeeper.actions import Action, RestoreAll
 from rgwkeeper.config import Config
 from rgwkeeper.journal import Override
-from rgwkeeper.policy import fill, gates, scrub, shards, spillover
+from rgwkeeper.policy import fill, gates, scrub, scrub_debt, shards, spillover
 from rgwkeeper.snapshot import Snapshot
 
 
@@ -27,6 +27,7 @@ class Plan:
     spillover: spillover.SpilloverDecision | None = None
     fill: fill.FillDecision | None = None
     memory: Mapping[str, Any] = field(default_factory=dict)
+    debt: scrub_debt.DebtDecision | None = None
 
     def commands(self) -> list[str]:
         out = []
@@ -53,6 +54,7 @@ class Plan:
             "fill": None if self.fill is None else {
                 "reason": self.fill.reason, "alerts": dict(self.fill.alerts),
                 "projected_seconds_to_nearfull": self.fill.projected_s_to_nearfull},
+            "scrub_debt": None if self.debt is None else self.debt.to_dict(),
             "commands": self.commands(),
             "overrides": {k: v.__dict__ for k, v in self.overrides.items()},
         }
@@ -69,8 +71,11 @@ def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control
     spill = spillover.decide(snap, cfg.spillover, control.get("spillover") or {}, smoothed_write_ops=load,
                              gate_open=gate.open, now=now)
     fill_d = fill.decide(snap, cfg.fill, control.get("fill") or {}, now=now)
+    debt = scrub_debt.decide(snap.deep_scrub, cfg.scrub_debt, scrub_debt.DebtMemory.from_dict(control.get("scrub_debt")),
+                             throttle_engaged=decision.state in ("engage", "throttled", "holding"),
+                             smoothed_write_ops=load, now=now, deep_scrubbing_now=snap.scrub.pgs_deep_scrubbing)
     changes: tuple[Action, ...] = (*decision.actions, *(a for p in shard_plans for a in p.actions),
-                                   *spill.actions, *fill_d.actions)
+                                   *spill.actions, *fill_d.actions, *debt.actions)
     if paused:
         # Pause hands control back to the operator: give everything back, change nothing.
         actions: tuple[Action, ...] = (RestoreAll("paused by an operator"),) if overrides else ()
@@ -80,8 +85,12 @@ def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control
     else:
         actions = changes
     memory = {"scrub_throttle": decision.memory.to_dict(), "fill": fill_d.memory}
+    # A request not sent (paused, gate closed) is not remembered as sent.
+    memory["scrub_debt"] = (debt.memory if all(a in actions for a in debt.actions) else
+                            scrub_debt.DebtMemory({pg: r for pg, r in debt.memory.requested.items()
+                                                   if pg not in {a.pgid for a in debt.actions}})).to_dict()
     return Plan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides), shards_reason=shards_reason,
-                shard_plans=tuple(shard_plans), spillover=spill, fill=fill_d, memory=memory)
+                shard_plans=tuple(shard_plans), spillover=spill, fill=fill_d, memory=memory, debt=debt)
 
 
 def _shard_plans(snap: Snapshot, cfg: Config, load: float, local_now: datetime) -> tuple[list[shards.ShardPlan], str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from rgwkeeper.releases import LOAD, health_kind
@@ -251,6 +252,29 @@ class PgHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class PgDeepScrub:
+    """One PG's deep-scrub deadline, the way the PG_NOT_DEEP_SCRUBBED check computes it."""
+
+    pgid: str
+    last_deep_scrub_stamp: float  # epoch seconds; 0.0: never deep-scrubbed
+    deep_scrubbing: bool  # its state has scrubbing+deep now
+    interval_s: float  # the pool's deep_scrub_interval if > 0, else osd_deep_scrub_interval
+    warn_at: float  # epoch seconds from which PG_NOT_DEEP_SCRUBBED counts it
+
+
+@dataclass(frozen=True, slots=True)
+class DeepScrubDeadlines:
+    """Every PG's deep-scrub deadline (``pg dump pgs``, pool options, the mgr's settings)."""
+
+    pgs: tuple[PgDeepScrub, ...]
+    osd_deep_scrub_interval: float
+    warn_ratio: float  # mon_warn_pg_not_deep_scrubbed_ratio; 0 turns the health check off
+
+    def nearest(self) -> PgDeepScrub | None:
+        return min(self.pgs, key=lambda p: (p.warn_at, p.pgid), default=None)
+
+
+@dataclass(frozen=True, slots=True)
 class ObserveError:
     source: str
     error: str
@@ -281,6 +305,7 @@ class Snapshot:
     multisite: bool = False  # the zonegroup has more than one zone
     errors: tuple[ObserveError, ...] = field(default=())
     full: FullState | None = None  # None only for snapshots built by hand
+    deep_scrub: DeepScrubDeadlines | None = None  # None: not read (or unreadable: see errors)
 
     # -- derived views ---------------------------------------------------------------------
     @property
@@ -345,6 +370,13 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         if "rgw" in (p.get("application_metadata") or {}) and p["pool_name"].endswith(".buckets.data")
     )
     limit, limit_source = _shard_limit(raw.get("rgw_limit"))
+    errors = [ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])]
+    deadlines = None
+    if raw.get("pg_deep_scrub") is not None:
+        try:
+            deadlines = parse_deep_scrub(raw["pg_deep_scrub"], osd_dump)
+        except (KeyError, TypeError, ValueError) as exc:
+            errors.append(ObserveError("pg dump pgs (deep-scrub deadlines)", f"unreadable answer: {exc!r}"[:300]))
     return Snapshot(
         taken_at=float(raw.get("taken_at", 0.0)),
         fsid=osd_dump.get("fsid", raw["status"].get("fsid", "")),
@@ -367,8 +399,9 @@ def parse(raw: Mapping[str, Any], *, data_pools: Iterable[str] = (), shard_warni
         pg_health=parse_pg_health(raw["status"]),
         max_dynamic_shards=int((raw.get("reshard_limits") or {}).get("rgw_max_dynamic_shards") or 1999),
         multisite=int((raw.get("reshard_limits") or {}).get("zonegroup_zones") or 1) > 1,
-        errors=tuple(ObserveError(e["source"], e["error"]) for e in raw.get("errors", [])),
+        errors=tuple(errors),
         full=parse_full_state(raw["health"], osd_dump, raw.get("osd_df")),
+        deep_scrub=deadlines,
     )
 
 
@@ -520,3 +553,51 @@ def parse_buckets(stats: Iterable[Mapping[str, Any]], reshard_queue: Iterable[Ma
             fill_ratio=ratio, fill_status=status, in_reshard_queue=(tenant, b["bucket"]) in queued,
         ))
     return tuple(out)
+
+
+def parse_stamp(stamp: str) -> float:
+    """A pg_stat_t stamp to epoch seconds: ``2026-11-23T22:16:18.123456+0000`` (Pacific on),
+    ``0.000000`` for never. A stamp without a zone is taken as UTC."""
+    text = str(stamp).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):  # utime_t printed as seconds: the zero stamp
+        return float(text)
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def _setting(value: Any, name: str) -> float:
+    if isinstance(value, dict):  # `config get` may answer {"name": value}
+        value = value.get(name)
+    return float(value)
+
+
+def parse_deep_scrub(raw: Mapping[str, Any], osd_dump: Mapping[str, Any]) -> DeepScrubDeadlines:
+    """Deadlines from ``{"pgs": <pg dump pgs>, "osd_deep_scrub_interval": ..., "warn_ratio": ...}``.
+    Raises ValueError/KeyError/TypeError on an answer that is not what Ceph prints."""
+    default_interval = _setting(raw["osd_deep_scrub_interval"], "osd_deep_scrub_interval")
+    ratio = _setting(raw["warn_ratio"], "mon_warn_pg_not_deep_scrubbed_ratio")
+    if default_interval <= 0 or ratio < 0:
+        raise ValueError(f"osd_deep_scrub_interval {default_interval} / warn ratio {ratio} out of range")
+    pool_interval = {int(p["pool"]): float((p.get("options") or {}).get("deep_scrub_interval") or 0)
+                     for p in osd_dump.get("pools", [])}
+    dump = raw["pgs"]
+    stats = dump["pg_stats"] if isinstance(dump, dict) else dump  # Pacific on wraps the list
+    if not isinstance(stats, list):
+        raise ValueError("pg_stats is not a list")
+    out = []
+    for pg in stats:
+        pgid = str(pg["pgid"])
+        interval = pool_interval.get(int(pgid.split(".", 1)[0]), 0.0)
+        if interval <= 0:
+            interval = default_interval
+        stamp = parse_stamp(pg["last_deep_scrub_stamp"])
+        # PGMap::get_health_checks (src/mon/PGMap.cc; held against 16.2 and 20.2 in
+        # tests/integration/test_scrub_debt.py): counted once the stamp is older than
+        # now - (ratio * interval + interval), the interval the pool's if > 0.
+        out.append(PgDeepScrub(pgid=pgid, last_deep_scrub_stamp=stamp,
+                               deep_scrubbing={"scrubbing", "deep"} <= set(str(pg.get("state", "")).split("+")),
+                               interval_s=interval, warn_at=stamp + interval * (1.0 + ratio)))
+    return DeepScrubDeadlines(pgs=tuple(sorted(out, key=lambda p: p.pgid)), osd_deep_scrub_interval=default_interval,
+                              warn_ratio=ratio)

@@ -17,6 +17,7 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.cli.render import debt_lines
 from rgwkeeper.daemon import service
 from rgwkeeper.executor import Executor
 from rgwkeeper.hostid import host_identity
@@ -94,6 +95,8 @@ def plan(as_json: bool, **kwargs: Any) -> None:
         return
     click.echo(f"gate: {p.gate}")
     click.echo(f"scrub throttle: {p.scrub.state}: {p.scrub.reason}")
+    for line in debt_lines(p.debt.to_dict() if p.debt else None):
+        click.echo(line)
     click.echo(f"pre-sharding: {p.shards_reason}")
     for sp in p.shard_plans:
         click.echo(f"  {sp.bucket}: {sp.reason}" + (f" ({sp.capped_by})" if sp.capped_by else ""))

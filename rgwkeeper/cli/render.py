@@ -51,7 +51,7 @@ def _ratio_style(used: float, nearfull: float) -> str:
 
 
 def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | None = None,
-                  daemon: Mapping[str, Any] | None = None) -> None:
+                  daemon: Mapping[str, Any] | None = None, debt: Mapping[str, Any] | None = None) -> None:
     console = console or Console()
     header = Text.assemble(
         ("cluster ", "bold"), snap.fsid, "  ",
@@ -68,7 +68,7 @@ def render_status(snap: Snapshot, *, bucket_rows: int = 10, console: Console | N
                             title="FULL: writes are blocked", title_align="left", border_style="red"))
     console.print(_fill(snap))
     console.print(_spillover(snap))
-    console.print(_scrub(snap))
+    console.print(_scrub(snap, debt))
     if bucket_rows:
         console.print(_buckets(snap, bucket_rows))
     console.print(_daemon(daemon))
@@ -212,7 +212,25 @@ def _spillover(snap: Snapshot) -> Panel:
     return Panel(body, title=title, title_align="left")
 
 
-def _scrub(snap: Snapshot) -> Panel:
+def debt_lines(debt: Mapping[str, Any] | None) -> list[str]:
+    """The scrub debt in a few lines (status and plan)."""
+    if not debt:
+        return []
+    s = debt.get("summary")
+    if not s:
+        return [f"deep-scrub debt: {debt['reason']}"]
+    lines = [f"deep-scrub debt: {s['past_deadline']} PGs past their PG_NOT_DEEP_SCRUBBED point, "
+             f"{s['due_within_horizon']} due within the horizon, {s['deep_scrubbing']} deep-scrubbing"]
+    if s["nearest_pgid"] is not None:
+        left = s["seconds_to_nearest"]
+        lines.append(f"  nearest: pg {s['nearest_pgid']}, "
+                     + (f"{human_duration(-left)} past it" if left < 0 else f"in {human_duration(left)}"))
+    lines.append(f"  now: {debt['reason']}")
+    lines.extend(f"  would request: ceph pg deep-scrub {r['pgid']} ({r['reason']})" for r in debt["would_request"])
+    return lines
+
+
+def _scrub(snap: Snapshot, debt: Mapping[str, Any] | None = None) -> Panel:
     s = snap.scrub
     flags = [f for f, on in (("noscrub", s.noscrub), ("nodeep-scrub", s.nodeep_scrub)) if on]
     lines = [Text.assemble(
@@ -230,6 +248,7 @@ def _scrub(snap: Snapshot) -> Panel:
                           "(status --json lists every OSD)", style="yellow"))
     if snap.has_check("PG_NOT_DEEP_SCRUBBED"):
         lines.append(Text(f"PG_NOT_DEEP_SCRUBBED: {snap.checks['PG_NOT_DEEP_SCRUBBED'].summary}", style="red"))
+    lines.extend(Text(line) for line in debt_lines(debt))
     return Panel(Group(*lines), title="scrub", title_align="left")
 
 

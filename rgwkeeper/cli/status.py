@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -17,6 +17,7 @@ from rgwkeeper.config import Config
 from rgwkeeper.observe import Adapters, collect_raw
 from rgwkeeper.errors import CephError
 from rgwkeeper.journal import Journal
+from rgwkeeper.policy import scrub, scrub_debt
 from rgwkeeper.policy.fill import projected_seconds
 from rgwkeeper.policy.spillover import recommended_db_bytes
 from rgwkeeper.snapshot import Snapshot, parse
@@ -73,7 +74,18 @@ def daemon_view(rados: RadosAdapter, cfg: Config, snap: Snapshot) -> dict[str, A
         "compactions": compactions,
         "needs_bigger_db_bytes": needs,
         "smoothed_write_ops": (control.get("scrub_throttle") or {}).get("ema_write_ops"),
+        "scrub_debt_memory": control.get("scrub_debt"),
+        "scrub_throttled": bool(set(overrides) & scrub.owned_keys(cfg.scrub_throttle)),
     }
+
+
+def debt_view(snap: Snapshot, cfg: Config, daemon: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The scrub debt and what the daemon would request now (with the daemon's memory)."""
+    d = daemon or {}
+    return scrub_debt.decide(snap.deep_scrub, cfg.scrub_debt, scrub_debt.DebtMemory.from_dict(d.get("scrub_debt_memory")),
+                             throttle_engaged=bool(d.get("scrub_throttled")),
+                             smoothed_write_ops=float(d.get("smoothed_write_ops") or snap.rgw_io.write_op_per_sec),
+                             now=snap.taken_at).to_dict()
 
 
 @click.command()
@@ -85,10 +97,12 @@ def status(as_json: bool, bucket_rows: int, **kwargs: Any) -> None:
     """Show cluster fill, BlueFS spillover, scrub state and bucket index sharding."""
     cfg, access = load_access(kwargs)
     snap, raw = take_snapshot(cfg, access)
+    debt = debt_view(snap, cfg, raw.get("daemon"))
     if as_json:
         out = snap.to_dict()
         out["collect_seconds"] = raw.get("collect_seconds")
         out["daemon"] = raw.get("daemon")
+        out["scrub_debt"] = debt
         emit_json(out)
     else:
-        render_status(snap, bucket_rows=bucket_rows, daemon=raw.get("daemon"))
+        render_status(snap, bucket_rows=bucket_rows, daemon=raw.get("daemon"), debt=debt)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from rgwkeeper.config import parse_host_port
@@ -40,6 +42,17 @@ class Metrics:
                                     "BlueFS data, for OSDs whose spillover compaction did not clear", ["osd"],
                                     registry=r)
         self.pgs_deep_scrubbing = Gauge("rgwkeeper_pgs_deep_scrubbing", "PGs deep-scrubbing", registry=r)
+        self.pgs_deep_scrub_due = Gauge("rgwkeeper_pgs_deep_scrub_due", "PGs past their PG_NOT_DEEP_SCRUBBED point "
+                                        "(past) or within scrub_debt.horizon_s of it (horizon)", ["kind"], registry=r)
+        self.deep_scrub_deadline = Gauge("rgwkeeper_seconds_to_deep_scrub_deadline", "Seconds until the nearest "
+                                         "PG's PG_NOT_DEEP_SCRUBBED point (negative: past; NaN: unknown)", registry=r)
+
+    def observe_debt(self, summary: Any) -> None:
+        """From a scrub_debt.DebtSummary (None: deadlines unknown)."""
+        self.pgs_deep_scrub_due.labels("past").set(summary.past_deadline if summary else float("nan"))
+        self.pgs_deep_scrub_due.labels("horizon").set(summary.due_within_horizon if summary else float("nan"))
+        left = summary.seconds_to_nearest if summary else None
+        self.deep_scrub_deadline.set(left if left is not None else float("nan"))
 
     def serve(self, address: str) -> None:
         parsed = parse_host_port(address)

@@ -39,7 +39,7 @@ from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
-from rgwkeeper.observe import Adapters, snapshot
+from rgwkeeper.observe import Adapters, DeepScrubCache, snapshot
 from rgwkeeper.policy.scrub import ThrottleMemory, is_throttled
 
 log = structlog.get_logger("rgwkeeper.daemon")
@@ -127,6 +127,7 @@ class Service:
     last_progress_at: float = field(default_factory=time.monotonic)
     pass_running: bool = False
     failed_passes_in_a_row: int = 0
+    deep_scrub_cache: DeepScrubCache = field(default_factory=DeepScrubCache)
 
     @property
     def holder(self) -> str:
@@ -206,7 +207,7 @@ class Service:
                      restored=[r.command for r in results if r.status == "restored"],
                      failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])
         await ex.drop_lost_flags()
-        snap, _raw = await snapshot(self.adapters, self.cfg)
+        snap, _raw = await snapshot(self.adapters, self.cfg, deep_scrub_cache=self.deep_scrub_cache)
         overrides = self.journal.overrides()
         control = self.journal.control()
         local_now = datetime.now()
@@ -214,6 +215,7 @@ class Service:
                               local_time=local_now.time(), local_now=local_now)
         self.metrics.observe(snap, plan.scrub.memory.ema_write_ops)
         self.metrics.gate_open.set(1 if plan.gate.open else 0)
+        self.metrics.observe_debt(plan.debt.summary if plan.debt else None)
         self.metrics.paused.set(1 if control.get("paused") else 0)
         if not self.lease.is_leader():
             raise NotLeader("lease ran out while observing; not acting")
@@ -248,6 +250,7 @@ class Service:
         log.info("reconciled", gate=str(plan.gate), scrub_state=plan.scrub.state, scrub_reason=plan.scrub.reason,
                  preshard=plan.shards_reason, spillover=plan.spillover.reason if plan.spillover else None,
                  fill=plan.fill.reason if plan.fill else None,
+                 scrub_debt=plan.debt.reason if plan.debt else None,
                  write_ops=round(snap.rgw_io.write_op_per_sec, 1),
                  smoothed_write_ops=round(plan.scrub.memory.ema_write_ops or 0.0, 1),
                  changed=[r.command for r in results if r.changed],

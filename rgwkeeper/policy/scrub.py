@@ -11,8 +11,9 @@ locked options after ``config set`` reports success, which is why the executor r
 back from the OSDs.
 
 Deep scrub is never deferred without bound: past ``max_defer_s`` of continuous throttle,
-or as soon as PG_NOT_DEEP_SCRUBBED is raised, scrub is given back and not throttled again
-for ``cooldown_s``.
+as soon as PG_NOT_DEEP_SCRUBBED is raised, or once a PG is within
+``release_before_deadline_s`` of the point that check would count it, scrub is given back
+and not throttled again for ``cooldown_s``.
 """
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ def is_throttled(override_keys: Iterable[str], s: ScrubThrottleSection) -> bool:
     return bool(set(override_keys) & owned_keys(s))
 
 
+def deadline_near(snap: Snapshot, s: ScrubThrottleSection, now: float) -> str | None:
+    """Why scrub must not be held back: a PG within release_before_deadline_s of the point
+    where PG_NOT_DEEP_SCRUBBED counts it (None: none is, or deadlines were not read)."""
+    nearest = snap.deep_scrub.nearest() if snap.deep_scrub is not None else None
+    if nearest is None or s.release_before_deadline_s <= 0 or nearest.warn_at - now > s.release_before_deadline_s:
+        return None
+    return (f"pg {nearest.pgid} is {nearest.warn_at - now:.0f} s from PG_NOT_DEEP_SCRUBBED "
+            f"(release_before_deadline_s {s.release_before_deadline_s:.0f}): deep scrub must run")
+
+
 def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
            active_override_keys: Iterable[str], now: float) -> Decision:
     """One pass of the throttle. ``active_override_keys`` comes from the journal (the truth)."""
@@ -152,13 +163,14 @@ def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
         return Decision((), replace(mem, throttled_since=None, below_low_since=None), "nothing-to-throttle",
                         f"{load}; {idle_why}")
 
-    overdue = PG_NOT_DEEP_SCRUBBED in snap.checks
+    near = deadline_near(snap, s, now)
+    overdue = PG_NOT_DEEP_SCRUBBED in snap.checks or near is not None
     if throttled:
         since = mem.throttled_since if mem.throttled_since is not None else now
         mem = replace(mem, throttled_since=since)
         forced = None
         if overdue:
-            forced = "PG_NOT_DEEP_SCRUBBED is raised: deep scrub must run"
+            forced = near or "PG_NOT_DEEP_SCRUBBED is raised: deep scrub must run"
         elif now - since >= s.max_defer_s:
             forced = f"throttled for {now - since:.0f} s, past max_defer_s {s.max_defer_s:.0f} s"
         if forced:
@@ -181,7 +193,8 @@ def decide(snap: Snapshot, s: ScrubThrottleSection, memory: ThrottleMemory,
     if ema <= s.high_write_ops:
         return Decision((), mem, "idle", f"{load} at or below high watermark {s.high_write_ops:.0f}")
     if overdue:
-        return Decision((), mem, "idle", f"{load} is high, but PG_NOT_DEEP_SCRUBBED is raised: not throttling")
+        return Decision((), mem, "idle", f"{load} is high, but {near or 'PG_NOT_DEEP_SCRUBBED is raised'}: "
+                                          "not throttling")
     if mem.forced_release_at is not None and now - mem.forced_release_at < s.cooldown_s:
         left = s.cooldown_s - (now - mem.forced_release_at)
         return Decision((), mem, "cooldown", f"{load} is high, but scrub was given back by force; "

@@ -70,7 +70,7 @@ class FakeRados:
 
 def rados_from_observation(obs: dict[str, Any], scrub_options: Sequence[str]) -> FakeRados:
     """A FakeRados that answers exactly what :func:`collect_raw` asks, from a fixture."""
-    from rgwkeeper.observe import CLUSTER_COMMANDS
+    from rgwkeeper.observe import CLUSTER_COMMANDS, DEEP_SCRUB_COMMANDS
 
     fake = FakeRados()
     for name, cmd in CLUSTER_COMMANDS.items():
@@ -84,6 +84,9 @@ def rados_from_observation(obs: dict[str, Any], scrub_options: Sequence[str]) ->
                 obs["rgw_limit"]["rgw_max_objs_per_shard"])
     fake.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_dynamic_shards"},
                 obs["reshard_limits"]["rgw_max_dynamic_shards"])
+    deep = obs.get("pg_deep_scrub") or load_fixture("deep-scrub.json")["pg_deep_scrub"]
+    for name, cmd in DEEP_SCRUB_COMMANDS.items():
+        fake.expect(cmd, deep[name])
     return fake
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 
 import pytest
@@ -57,6 +58,9 @@ def test_collect_raw_reproduces_the_capture(tmp_path, obs):
                 "osd_bluefs", "osd_config", "buckets", "reshard_queue", "reshard_limits"):
         assert raw[key] == obs[key], key
     assert parse(raw).to_dict()["derived"] == parse(obs).to_dict()["derived"]
+    # Every PG's deep-scrub deadline, from one `pg dump pgs` and the mgr's two settings.
+    assert raw["pg_deep_scrub"] == load_fixture("deep-scrub.json")["pg_deep_scrub"]
+    assert parse(raw).deep_scrub is not None
     # Every per-OSD call went to an OSD that is up, and each OSD got its perf dump.
     perf_osds = sorted(osd for osd, c in fake.calls if c["prefix"] == "perf dump")
     assert perf_osds == [0, 1, 2]
@@ -116,3 +120,30 @@ def test_configured_shard_limit_skips_the_mon_lookup(tmp_path, obs):
         adapters.rados.close()
     assert raw["rgw_limit"] == {"rgw_max_objs_per_shard": 500, "source": "config"}
     assert not any(c.get("key") == "rgw_max_objs_per_shard" for _, c in fake.calls)
+
+
+def test_the_daemon_reads_the_deep_scrub_deadlines_at_most_every_read_every_s(tmp_path, obs):
+    from rgwkeeper.observe import DEEP_SCRUB_COMMANDS, DeepScrubCache
+
+    cfg = Config()
+    fake = rados_from_observation(obs, cfg.observe.scrub_options)
+    adapters, _, _ = _adapters(tmp_path, fake, obs)
+    cache = DeepScrubCache()
+    dumps = lambda: sum(1 for _, c in fake.calls if c["prefix"] == "pg dump")  # noqa: E731
+    try:
+        first = asyncio.run(collect_raw(adapters, cfg, deep_scrub_cache=cache))
+        second = asyncio.run(collect_raw(adapters, cfg, deep_scrub_cache=cache))
+        assert dumps() == 1 and second["pg_deep_scrub"] == first["pg_deep_scrub"]
+        cache.read_at -= cfg.scrub_debt.read_every_s  # as if read_every_s had passed
+        asyncio.run(collect_raw(adapters, cfg, deep_scrub_cache=cache))
+        assert dumps() == 2
+        # Without a cache (plan, status) every call reads; with the policy off nothing does.
+        asyncio.run(collect_raw(adapters, cfg))
+        assert dumps() == 3
+        off = dataclasses.replace(cfg, scrub_debt=dataclasses.replace(cfg.scrub_debt, enabled=False))
+        raw = asyncio.run(collect_raw(adapters, off))
+        assert dumps() == 3 and raw["pg_deep_scrub"] is None
+    finally:
+        adapters.rados.close()
+    assert {json.dumps(c, sort_keys=True) for c in DEEP_SCRUB_COMMANDS.values()} <= \
+        {json.dumps({k: v for k, v in c.items() if k != "format"}, sort_keys=True) for _, c in fake.calls}

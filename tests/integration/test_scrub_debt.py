@@ -1,0 +1,115 @@
+"""Deep-scrub debt paid back by the daemon, on a cluster with a short deep-scrub interval.
+
+The interval is shortened for the mgr only (`ceph config set mgr osd_deep_scrub_interval`):
+PG_NOT_DEEP_SCRUBBED is computed in the mgr with the mgr's settings (PGMap::get_health_checks)
+and rgwkeeper reads them for who=mgr, while the OSDs' own scheduler keeps its one-week
+interval and so does not deep-scrub the PGs itself. That holds on every release, whatever the
+scheduler does (queued reservations and no randomization from Squid on), so the test runs the
+same on each.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rgwkeeper.snapshot import parse_stamp
+from tests.integration.test_daemon import daemons, journal_pool, wait_for  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.integration
+
+INTERVAL_S = 600  # PG_NOT_DEEP_SCRUBBED at 1.75 x: 1050 s after a PG's last deep scrub
+HORIZON_S = 1000  # so a PG is due 50 s after its last deep scrub
+MAX_IN_FLIGHT = 2
+READ_EVERY_S = 6  # the daemon reuses its last `pg dump pgs` between reads (ticks are 2 s)
+
+
+def _pgs(ceph_cluster):
+    dump = ceph_cluster.ceph("pg", "dump", "pgs")
+    return {p["pgid"]: p for p in (dump["pg_stats"] if isinstance(dump, dict) else dump)}
+
+
+def _checks(ceph_cluster):
+    return set((ceph_cluster.ceph("health", "detail") or {}).get("checks") or {})
+
+
+@pytest.mark.releases("tentacle", "pacific")
+def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster, journal_pool, daemons):
+    ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", str(INTERVAL_S))
+    try:
+        start = _pgs(ceph_cluster)
+        before = {pg: parse_stamp(p["last_deep_scrub_stamp"]) for pg, p in start.items()}
+        d = daemons("debt", sections={"scrub_debt": {"horizon_s": HORIZON_S, "max_in_flight": MAX_IN_FLIGHT,
+                                                     "request_timeout_s": 120, "max_write_ops": 1e6,
+                                                     "read_every_s": READ_EVERY_S}}).start()
+        seen_checks: set[str] = set()
+        most_deep = 0
+
+        def all_moved():
+            nonlocal most_deep
+            seen_checks.update(_checks(ceph_cluster))
+            now = _pgs(ceph_cluster)
+            most_deep = max(most_deep, sum(1 for p in now.values() if "deep" in p["state"].split("+")))
+            return all(parse_stamp(p["last_deep_scrub_stamp"]) > before[pg] for pg, p in now.items() if pg in before)
+
+        wait_for("every PG deep-scrubbed at the daemon's request", all_moved, timeout=900, interval=2.0)
+        d.stop()
+        requests = [[c.split()[-1] for c in e.get("changed", []) if c.startswith("ceph pg deep-scrub ")]
+                    for e in d.passes()]
+        requests = [r for r in requests if r]
+        # Oldest first: the first pass's PGs are at least as old as every PG it left for later.
+        first = requests[0]
+        assert max(before[pg] for pg in first) <= min(s for pg, s in before.items() if pg not in first)
+        # Bounded: no pass asked for more than max_in_flight, and no more were ever seen at once.
+        assert max(len(r) for r in requests) <= MAX_IN_FLIGHT
+        assert most_deep <= MAX_IN_FLIGHT
+        # Every PG got there through the daemon (the OSDs' own scheduler kept its one-week interval).
+        assert set(before) <= {pg for r in requests for pg in r}
+        assert "PG_NOT_DEEP_SCRUBBED" not in seen_checks
+    finally:
+        ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
+    assert "osd_deep_scrub_interval" not in {e["name"] for e in ceph_cluster.ceph("config", "dump")
+                                             if e.get("section") == "mgr"}
+
+
+@pytest.mark.releases("tentacle", "pacific")
+def test_deadlines_match_the_pgs_the_health_check_counts(ceph_cluster, journal_pool):
+    """rgwkeeper's deadline formula against the release's own PG_NOT_DEEP_SCRUBBED: with the
+    mgr's interval at 20 s every PG is counted 35 s after its last deep scrub, except those of
+    a pool whose own deep_scrub_interval is long."""
+    import asyncio
+
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import RadosAdapter
+    from rgwkeeper.observe import deep_scrub_deadlines
+    from rgwkeeper.snapshot import parse_deep_scrub
+
+    access = ClusterAccess(conf=ceph_cluster.conf, keyring=ceph_cluster.keyring, client_name="client.admin",
+                           rgw_endpoint=None, rgw_credentials_file=None, timeout_s=20)
+    ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", "20")
+    ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "100000")
+    rados = RadosAdapter(access)
+    try:
+        rados.connect()
+        own_pool = next(p["pool"] for p in rados.command({"prefix": "osd dump"})["pools"]
+                        if p["pool_name"] == journal_pool)
+
+        def agree():
+            checks = (ceph_cluster.ceph("health", "detail") or {}).get("checks") or {}
+            check = checks.get("PG_NOT_DEEP_SCRUBBED")
+            d = parse_deep_scrub(asyncio.run(deep_scrub_deadlines(rados)), rados.command({"prefix": "osd dump"}))
+            past = {p.pgid for p in d.pgs if p.warn_at <= time.time()}
+            counted = int(check["summary"]["count"]) if check else 0
+            listed = {m["message"].split()[1] for m in (check or {}).get("detail", []) if m["message"].startswith("pg ")}
+            others = {p.pgid for p in d.pgs if not p.pgid.startswith(f"{own_pool}.")}
+            return past == others and counted == len(past) and listed <= past and (past, d)
+
+        past, d = wait_for("PG_NOT_DEEP_SCRUBBED to count exactly the PGs past their deadline", agree,
+                           timeout=180, interval=3.0)
+        # The journal pool's own long interval keeps its PGs out, in Ceph's count and in ours.
+        assert {p.pgid for p in d.pgs} - past == {p.pgid for p in d.pgs if p.pgid.startswith(f"{own_pool}.")}
+    finally:
+        rados.close()
+        ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "0")
+        ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
