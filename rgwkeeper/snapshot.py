@@ -262,6 +262,10 @@ class PgDeepScrub:
     warn_at: float  # epoch seconds from which PG_NOT_DEEP_SCRUBBED counts it
 
 
+#: How many PGs ``Snapshot.to_dict`` (``status --json``) lists, nearest deadline first.
+DEEP_SCRUB_PGS_LISTED = 50
+
+
 @dataclass(frozen=True, slots=True)
 class DeepScrubDeadlines:
     """Every PG's deep-scrub deadline (``pg dump pgs``, pool options, the mgr's settings)."""
@@ -348,6 +352,10 @@ class Snapshot:
             "settings_by_osd": self.scrub.settings_by_osd(),
         }
         out["full"] = self.full.to_dict() if self.full is not None else None
+        if self.deep_scrub is not None:  # a cluster has tens of thousands of PGs: list the nearest only
+            nearest = sorted(self.deep_scrub.pgs, key=lambda p: (p.warn_at, p.pgid))[:DEEP_SCRUB_PGS_LISTED]
+            out["deep_scrub"]["pgs"] = [asdict(p) for p in nearest]
+            out["deep_scrub"]["pgs_total"] = len(self.deep_scrub.pgs)
         return _jsonable(out)
 
 

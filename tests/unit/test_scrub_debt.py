@@ -250,3 +250,12 @@ def test_status_shows_the_debt_and_what_would_be_requested():
     assert "nearest: pg 1.0, 18 h 00 min past it" in text
     assert "would request: ceph pg deep-scrub 1.0" in text and "deep-scrub 1.1" not in text
     assert json.loads(json.dumps(debt))["summary"]["nearest_pgid"] == "1.0"
+
+
+def test_status_json_lists_only_the_pgs_nearest_their_deadline():
+    from rgwkeeper.snapshot import DEEP_SCRUB_PGS_LISTED
+
+    many = [pg(f"2.{i:x}", NOW - i * 60) for i in range(DEEP_SCRUB_PGS_LISTED * 3)]
+    doc = _snap(0, deadlines(*many)).to_dict()["deep_scrub"]
+    assert doc["pgs_total"] == DEEP_SCRUB_PGS_LISTED * 3
+    assert [p["warn_at"] for p in doc["pgs"]] == sorted(p.warn_at for p in many)[:DEEP_SCRUB_PGS_LISTED]
