@@ -34,7 +34,7 @@ def _checks(ceph_cluster):
     return set((ceph_cluster.ceph("health", "detail") or {}).get("checks") or {})
 
 
-@pytest.mark.releases("tentacle", "pacific")
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster, journal_pool, daemons):
     ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", str(INTERVAL_S))
     try:
@@ -73,7 +73,7 @@ def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster,
                                              if e.get("section") == "mgr"}
 
 
-@pytest.mark.releases("tentacle", "pacific")
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_deadlines_match_the_pgs_the_health_check_counts(ceph_cluster, journal_pool):
     """rgwkeeper's deadline formula against the release's own PG_NOT_DEEP_SCRUBBED: with the
     mgr's interval at 20 s every PG is counted 35 s after its last deep scrub, except those of
