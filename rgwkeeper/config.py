@@ -22,7 +22,8 @@ from typing import Any
 
 from rgwkeeper.access import ClusterDefaults, endpoint_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
-from rgwkeeper.units import check_text
+from rgwkeeper.lifecycle import rule_problems
+from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap_ok
 
 DEFAULT_CONFIG_PATH = Path("/etc/rgwkeeper/rgwkeeper.toml")
 #: The bound of every op/s threshold: far beyond any cluster, so a larger number is a typo.
@@ -423,17 +424,6 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
     return Config(**sections)
 
 
-# The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).
-MIN_PURGE_RATE = 0.01
-# The fastest: far above any purge (the RADOS floor is thousands a second), so more is a typo.
-MAX_PURGE_RATE = 1_000_000.0
-
-
-def rate_cap_ok(value: float) -> bool:
-    """A purge rate cap is 0 (none) or a finite number of objects a second from MIN_PURGE_RATE
-    to MAX_PURGE_RATE."""
-    return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value <= MAX_PURGE_RATE)
-
 # Used with fullmatch: `$` would also match before a final newline.
 _WINDOW_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)", re.ASCII)
 _HOST_PORT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):([0-9]{1,5})", re.ASCII)
@@ -481,8 +471,6 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
                    f"purge.max_full_ratio ({pu.max_full_ratio})")
     pg = sections.get("purge")
     if pg is not None and pg.lifecycle_rules:
-        from rgwkeeper.purge.lifecycle import rule_problems
-
         for i, rule in enumerate(pg.lifecycle_rules):
             out.extend(f"purge.lifecycle_rules[{i}]: {p}" for p in rule_problems(rule)[1])
     return out

@@ -243,3 +243,23 @@ class Text(click.ParamType):
             return check_text(value, "")
         except UsageError as exc:
             self.fail(str(exc).strip(), param, ctx)
+
+
+# The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).
+MIN_PURGE_RATE = 0.01
+# The fastest: far above any purge (the RADOS floor is thousands a second), so more is a typo.
+MAX_PURGE_RATE = 1_000_000.0
+
+
+def rate_cap_ok(value: float) -> bool:
+    """A purge rate cap is 0 (none) or a finite number of objects a second from MIN_PURGE_RATE
+    to MAX_PURGE_RATE."""
+    return math.isfinite(value) and (value == 0 or MIN_PURGE_RATE <= value <= MAX_PURGE_RATE)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"

@@ -22,11 +22,12 @@ from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
 from rgwkeeper.adapters.rados import ObjectStore
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import human_bytes, human_duration
-from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.cli.render import human_duration
+from rgwkeeper.units import human_bytes
+from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
 from rgwkeeper.errors import ClusterFull, RgwkeeperError, UsageError
 from rgwkeeper.journal import Journal
-from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
 from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, rate_cap_for

@@ -13,20 +13,13 @@ from rich.text import Text
 from rgwkeeper.policy import scrub as scrub_policy
 from rgwkeeper.releases import HEALTH_CODES, LOAD, health_kind
 from rgwkeeper.snapshot import Snapshot
+from rgwkeeper.units import human_bytes
 
 _STATUS_STYLE = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow", "HEALTH_ERR": "red"}
 _OSD_RE = re.compile(r"osd\.\d+")
 _OPTION_RE = re.compile(r"config get \S+")
 _VAR_RE = re.compile(r" var=[^:\s]+")
 _FILL_STYLE = {"OK": "green", "WARN": "yellow", "OVER": "red"}
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PiB"
 
 
 def human_duration(seconds: float) -> str:

@@ -30,16 +30,15 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
-from rgwkeeper.cli.render import human_bytes  # a pure formatter
 from rgwkeeper.errors import CephError, CephTimeout, ClusterFull, CephUnreachable, NotFound, UsageError
 from rgwkeeper.observe import read_full_state
-from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
 from rgwkeeper.purge.plan import Plan, Step, rate_cap_for
-from rgwkeeper.units import MAX_DURATION_S, check_number
+from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 log = structlog.get_logger("rgwkeeper.purge")
 # A paced purge starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%

@@ -32,7 +32,7 @@ from typing import Any
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError
 from rgwkeeper.purge import lcrun
-from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import Check, PurgeIO
 from rgwkeeper.purge.plan import check_protected, render_admin
 from rgwkeeper.purge.profile import BucketProfile, gather_profile

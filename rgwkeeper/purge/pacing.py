@@ -24,7 +24,7 @@ from typing import Awaitable, Callable
 
 import structlog
 
-from rgwkeeper.config import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
 from rgwkeeper.errors import UsageError
 
 log = structlog.get_logger("rgwkeeper.purge")

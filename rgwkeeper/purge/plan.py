@@ -37,14 +37,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.cli.render import human_bytes  # a pure formatter; the plan renders itself
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
-from rgwkeeper.purge.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
+from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
 from rgwkeeper.releases import RELEASES
-from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, human_bytes
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
 #: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;

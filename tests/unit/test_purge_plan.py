@@ -13,7 +13,7 @@ import pytest
 
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import InvalidName, UsageError
-from rgwkeeper.purge import lifecycle as lc
+from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, plan, refusal, render_admin
 from rgwkeeper.purge.profile import parse_profile

@@ -63,7 +63,8 @@ def test_unparseable_versions_get_the_unknown_row():
 
 
 def test_the_purge_planners_release_lists_are_the_tables_columns():
-    from rgwkeeper.purge import lifecycle, plan
+    from rgwkeeper import lifecycle
+    from rgwkeeper.purge import plan
 
     assert lifecycle.SIZE_FILTER_RELEASES == ("reef", "squid", "tentacle")
     assert lifecycle.LC_ONE_BUCKET_RELEASES == ("quincy", "reef", "squid", "tentacle")
