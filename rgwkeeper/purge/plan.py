@@ -69,10 +69,8 @@ DIRECT_DROP = {r.name: r.direct_drop for r in RELEASES.values() if r.direct_drop
 #: the planner falls back to S3 and says why.
 DIRECT_VERIFIED_RELEASES = tuple(DIRECT_DROP)
 
-# Rates measured on the project's 2-core one-host cluster, 3,000 x 4 KiB (docs/purge.md;
-# bench/purge.py measures them again side by side).
-MEASURED = {"s3_one_batch": 291, "s3_8_batches": 403, "admin_purge": 168, "admin_bypass_gc": 214,
-            "rados_floor": 1535}
+#: Releases whose purge methods bench/purge has compared side by side (docs/purge.md, "Measured").
+BENCHED_RELEASES = ("pacific", "reef", "tentacle")
 
 
 class NotNow(RgwkeeperError):
@@ -314,36 +312,36 @@ def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str
     """(method, reasons, rejected) for ``request.method == "auto"``."""
     p = profile
     rejected: list[tuple[str, str]] = []
-    pacific_note = ("" if p.release == "pacific" else
-                    f" (rates measured on Pacific; not measured on {p.release})")
+    unbenched = ("" if p.release in BENCHED_RELEASES else
+                 f" (compared on {', '.join(BENCHED_RELEASES)}; not on {p.release})")
     if request.whole_bucket:
         why_not_direct = refusal("direct", p, request)
         if why_not_direct is None and p.mean_object_bytes > p.head_chunk_bytes:
             why_not_direct = (f"the mean object size {human_bytes(p.mean_object_bytes)} is above the head chunk "
                               f"{human_bytes(p.head_chunk_bytes)}: most objects have tails, which must go "
                               "through RGW anyway")
-        admin_why = (f"radosgw-admin bucket rm --purge-objects was measured at {MEASURED['admin_purge']}/s, "
-                     f"below S3 batches ({MEASURED['s3_one_batch']}-{MEASURED['s3_8_batches']}/s){pacific_note}")
-        bypass_why = ("--bypass-gc deletes tails without their reference counts and destroyed copies in other "
-                      f"buckets (tracker 73348); measured {MEASURED['admin_bypass_gc']}/s")
+        admin_why = ("radosgw-admin bucket rm --purge-objects removes objects one at a time in one process: "
+                     f"slower than S3 batches in every comparison (docs/purge.md, \"Measured\"){unbenched}")
+        bypass_why = ("--bypass-gc deletes tails without their reference counts, which destroys copies in other "
+                      "buckets on releases without the fix of tracker 73348; used only when asked for")
         if why_not_direct is None:
             reasons = [
                 f"{p.num_objects:,} objects of mean size {human_bytes(p.mean_object_bytes)} (head chunk "
                 f"{human_bytes(p.head_chunk_bytes)}): most are head-only, and head-only objects are removed "
                 "directly from the data pool with librados, close to the RADOS removal floor "
-                f"({MEASURED['rados_floor']}/s with rados cleanup) instead of RGW's per-request cost",
+                "instead of RGW's per-request cost",
                 "objects with tails, multipart objects and incomplete uploads still go through RGW "
                 "(S3 DeleteObjects + GC), so tails shared with copies in other buckets keep their "
                 "references (tracker 73348)",
                 "single zone, versioning off, release verified: the bucket index and metadata can be "
                 "dropped after the heads are gone",
             ]
-            rejected += [("s3", f"RGW's per-request CPU limits it to {MEASURED['s3_one_batch']}-"
-                                f"{MEASURED['s3_8_batches']}/s here{pacific_note}"),
+            rejected += [("s3", "RGW's per-request CPU limits it far below the RADOS removal floor "
+                                f"(docs/purge.md, \"Measured\"){unbenched}"),
                          ("admin-purge", admin_why), ("admin-purge-bypass-gc", bypass_why)]
             return "direct", reasons, rejected
-        reasons = [f"S3 DeleteObjects in 1000-key batches, several in flight, then GC processed: the fastest "
-                   f"stock path measured here{pacific_note}, and tails keep their reference counts"]
+        reasons = ["S3 DeleteObjects in 1000-key batches, several in flight, then GC processed: the fastest "
+                   f"safe stock path in every comparison{unbenched}, and tails keep their reference counts"]
         rejected += [("direct", why_not_direct), ("admin-purge", admin_why), ("admin-purge-bypass-gc", bypass_why)]
         return "s3", reasons, rejected
     reasons = ["a listing filtered exactly (prefix, age to the second, size), deleted with S3 DeleteObjects "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -165,6 +166,17 @@ def test_auto_falls_back_to_s3_and_says_why(changes, why):
     assert why in dict(p.rejected)["direct"]
     assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "delete_bucket", "verify"]
     assert "radosgw-admin gc process --include-all" in p.commands()
+
+
+@pytest.mark.parametrize("changes", [{}, {"size_bytes": 6 * (8 << 20)}, {"release": "quincy"}])
+def test_reasons_carry_no_rates_from_a_test_machine(changes):
+    # An operator reads why a method was chosen; this machine's figures belong in docs/purge.md.
+    p = plan(mixed(**changes), PurgeRequest("capture-mixed"), now=NOW)
+    said = [*p.reasons, *(why for _, why in p.rejected)]
+    assert not [w for w in said if re.search(r"\d+(-\d+)?/s\b", w)], said
+    assert any('docs/purge.md, "Measured"' in w for w in said), said
+    if changes.get("release") == "quincy":
+        assert any("not on quincy" in w for w in said), said
 
 
 def test_prefix_and_age_purge_uses_an_exact_listing_with_an_absolute_cutoff():
