@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from rgwkeeper.access import ClusterDefaults, endpoint_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
 from rgwkeeper.lifecycle import rule_problems
@@ -28,6 +30,8 @@ from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap
 DEFAULT_CONFIG_PATH = Path("/etc/rgwkeeper/rgwkeeper.toml")
 #: The bound of every op/s threshold: far beyond any cluster, so a larger number is a typo.
 MAX_OPS = 1e9
+
+log = structlog.get_logger("rgwkeeper.config")
 
 
 def opt(default: Any, doc: str, **bounds: Any) -> Any:
@@ -43,7 +47,7 @@ class ClusterSection:
     conf: str | None = opt(None, "Path of ceph.conf. Default: $CEPH_CONF, then /etc/ceph/ceph.conf.")
     keyring: str | None = opt(None, "Path of the cephx keyring. Default: what ceph.conf names.")
     name: str = opt("client.admin", "cephx client name, client.ID.")
-    timeout: float = opt(
+    timeout_s: float = opt(
         10.0,
         "Seconds to wait for any one Ceph call (mon/mgr/OSD command, radosgw-admin, admin API) "
         "and for the initial connection. librados's own defaults (0) wait forever.",
@@ -219,16 +223,16 @@ class PurgeSection:
                                    "method.", min=1, max=4096)
     list_page_size: int = opt(1000, "Keys per S3 listing page (S3's maximum is 1000); the checkpoint "
                               "advances after each finished page.", min=1, max=1000)
-    checkpoint_interval: float = opt(1.0, "Seconds between checkpoint writes (each one an fsync); a purge "
+    checkpoint_interval_s: float = opt(1.0, "Seconds between checkpoint writes (each one an fsync); a purge "
                                      "resumed after a crash redoes at most this much work.", min=0.0, max=600.0)
     admin_max_concurrent_ios: int | None = opt(
         None, "--max-concurrent-ios for radosgw-admin bucket rm. Unset: radosgw-admin's default (32).",
         min=1, max=4096)
-    long_command_timeout: float = opt(
+    long_command_timeout_s: float = opt(
         21600.0, "Seconds radosgw-admin bucket rm, lc process and gc process may run before they are killed.",
         min=60.0, max=604800.0)
     pace_write_latency_ms: float = opt(
-        0.0, "Target client write latency, milliseconds, measured by a probe every pace_probe_interval (a "
+        0.0, "Target client write latency, milliseconds, measured by a probe every pace_probe_interval_s (a "
         "4 KiB write to the data pool, then an S3 HeadBucket): above it the purge halves its concurrency, at or "
         "below it it speeds up by a quarter; below one request in flight it pauses between requests. "
         "0: no absolute target.", min=0.0, max=60000.0)
@@ -236,7 +240,7 @@ class PurgeSection:
         0.0, "Pacing relative to the cluster's own load: before its first change the purge times nine "
         "probes, and the target is their median times (1 + this), e.g. 0.3 for 30% slower writes at most. "
         "With pace_write_latency_ms also set, the lower target wins. 0: off.", min=0.0, max=100.0)
-    pace_probe_interval: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
+    pace_probe_interval_s: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
     max_objects_per_second: float = opt(
         0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of about one "
         "second's worth), for the s3 and direct methods; pacing may go slower still. radosgw-admin and "
@@ -247,10 +251,10 @@ class PurgeSection:
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",
         min=0, max=1_000_000_000)
-    rgw_retry: float = opt(120.0, "Seconds a purge keeps retrying while RGW or the cluster does not answer "
+    rgw_retry_s: float = opt(120.0, "Seconds a purge keeps retrying while RGW or the cluster does not answer "
                            "(an RGW restart) before it stops; the checkpoint lets a rerun finish it.",
                            min=0.0, max=3600.0)
-    lc_busy_wait: float = opt(
+    lc_busy_wait_s: float = opt(
         300.0, "Seconds `expire` and the lifecycle purge method keep re-running `radosgw-admin lc process "
         "--bucket` while another lifecycle worker (RGW's own, during rgw_lifecycle_work_time) holds the "
         "bucket's lifecycle entry; lc process skips such a bucket and still exits 0. Quincy and later (Pacific "
@@ -259,7 +263,7 @@ class PurgeSection:
         0.97, "The highest full ratio `purge --raise-full-ratio` and `expire --raise-full-ratio` may set on a full "
         "cluster (OSD_FULL / POOL_FULL): the raise is journaled, and given back after the run.",
         min=0.5, max=0.99)
-    full_wait: float = opt(
+    full_wait_s: float = opt(
         60.0, "Seconds a direct purge on a full cluster, after removing head objects with librados' full-try "
         "flag, waits for usage to fall below the full ratio before the steps that need RGW to write; if it "
         "does not, it stops and says what is left.", min=0.0, max=3600.0)
@@ -307,9 +311,9 @@ class LoadgenSection:
 
     workers: int | None = opt(
         None, "Load generator worker processes. Unset: one per core this process may run on.", min=1, max=256)
-    request_timeout: float = opt(
+    request_timeout_s: float = opt(
         30.0, "Seconds one load request may take before it is recorded as a timeout.", min=1.0, max=600.0)
-    warmup: float = opt(
+    warmup_s: float = opt(
         5.0, "Seconds trimmed from the start of every run before anything is measured.", min=0.0, max=3600.0)
     max_rate_drop: float = opt(
         0.10, "Verdict: largest tolerated drop of median ops/s, as a fraction of the baseline's "
@@ -326,7 +330,7 @@ class LoadgenSection:
     max_baseline_cv: float = opt(
         0.25, "Verdict: above this coefficient of variation of the baseline's per-second ops/s the "
         "verdict is INCONCLUSIVE (baseline too noisy) without judging.", min=0.01, max=10.0)
-    min_window: float = opt(
+    min_window_s: float = opt(
         10.0, "Verdict: seconds a window needs (after the warm-up) to be judged at all.", min=2.0, max=86400.0)
     min_op_samples: int = opt(
         200, "Verdict: requests of an operation each window needs before its p99 is judged.", min=10,
@@ -370,8 +374,18 @@ class Config:
         return ClusterDefaults(
             conf=self.cluster.conf, keyring=self.cluster.keyring, name=self.cluster.name,
             rgw_endpoint=self.rgw.endpoint, rgw_credentials_file=self.rgw.credentials_file,
-            timeout_s=self.cluster.timeout,
+            timeout_s=self.cluster.timeout_s,
         )
+
+
+#: Keys renamed to carry their unit: the old name is read, with a warning, for one release.
+RENAMED: dict[str, dict[str, str]] = {
+    "cluster": {"timeout": "timeout_s"},
+    "purge": {"checkpoint_interval": "checkpoint_interval_s", "long_command_timeout": "long_command_timeout_s",
+              "pace_probe_interval": "pace_probe_interval_s", "rgw_retry": "rgw_retry_s",
+              "lc_busy_wait": "lc_busy_wait_s", "full_wait": "full_wait_s"},
+    "loadgen": {"request_timeout": "request_timeout_s", "warmup": "warmup_s", "min_window": "min_window_s"},
+}
 
 
 SECTIONS: dict[str, type] = {
@@ -480,6 +494,7 @@ def _parse_section(cls: type, name: str, values: dict[str, Any], source: str, pr
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
+    values = _renamed(name, values, source, problems)
     for key, value in values.items():
         f = fields.get(key)
         if f is None:
@@ -491,6 +506,21 @@ def _parse_section(cls: type, name: str, values: dict[str, Any], source: str, pr
         else:
             kwargs[key] = float(value) if hints[key] in (float, float | None) and isinstance(value, int) else value
     return cls(**kwargs)
+
+
+def _renamed(name: str, values: dict[str, Any], source: str, problems: list[str]) -> dict[str, Any]:
+    """``values`` with each deprecated key under its new name (a warning each; both given is an error)."""
+    out = dict(values)
+    for old, new in RENAMED.get(name, {}).items():
+        if old not in out:
+            continue
+        if new in out:
+            problems.append(f"{source}: {name}.{old} is the old name of {name}.{new}; keep only {name}.{new}")
+            continue
+        log.warning(f"{source}: {name}.{old} is deprecated; write {name}.{new} (the old name goes in the next "
+                    "release)", key=f"{name}.{old}", use=f"{name}.{new}")
+        out[new] = out.pop(old)
+    return out
 
 
 def _plan_errors(p: dict[str, Any]) -> list[str]:

@@ -86,7 +86,7 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="the objects are there already (a --keep run with the same seed and --workers)"),
         click.option("--keep", is_flag=True, help="leave the objects and buckets in place afterwards"),
         click.option("--warmup", type=FiniteFloat(0, 3600), default=None,
-                     help="seconds trimmed from the start [default: loadgen.warmup, 5]"),
+                     help="seconds trimmed from the start [default: loadgen.warmup_s, 5]"),
         click.option("--region", type=Text(), default="default", show_default=True, help="SigV4 region"),
         click.option("--out", "out_path", type=FilePath(dir_okay=False, path_type=Path),
                      help="write the result JSON here"),
@@ -116,7 +116,7 @@ def tolerances(cfg: config_mod.Config) -> analysis.Tolerances:
     c = cfg.loadgen
     return analysis.Tolerances(
         max_rate_drop=c.max_rate_drop, max_cv_increase=c.max_cv_increase, max_p99_increase=c.max_p99_increase,
-        max_errors=c.max_errors, max_baseline_cv=c.max_baseline_cv, min_window_s=c.min_window,
+        max_errors=c.max_errors, max_baseline_cv=c.max_baseline_cv, min_window_s=c.min_window_s,
         min_op_samples=c.min_op_samples, block_s=c.block, confidence=c.confidence, resamples=c.resamples,
         slow_seconds_alpha=c.slow_seconds_alpha, slow_second_increase=c.slow_second_increase)
 
@@ -132,7 +132,7 @@ def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: 
                         bucket_prefix=o["bucket_prefix"], buckets=o["buckets"], prefixes=o["prefixes"],
                         objects_per_worker=objects, guard=max(8, per_worker_in_flight))
     return RunSpec(endpoint=endpoint, workload=workload, rate=o["rate"], concurrency=o["concurrency"],
-                   workers=workers, duration_s=duration_s, request_timeout_s=cfg.loadgen.request_timeout,
+                   workers=workers, duration_s=duration_s, request_timeout_s=cfg.loadgen.request_timeout_s,
                    region=o["region"], skip_prepare=o["skip_prepare"], keep=o["keep"])
 
 
@@ -283,7 +283,7 @@ def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials:
     cfg = config_mod.load(config_path)
     endpoint, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
     spec = _spec(cfg, endpoint, o, duration)
-    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup
+    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
     with progress_line(not o["no_progress"], duration) as progress:
         data = asyncio.run(run_load(spec, creds, progress=progress))
     result, series, rec = _result(data, warmup)
@@ -360,7 +360,7 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     cfg, access = load_access(o)
     endpoint = access.require_rgw_endpoint()
     creds = access.rgw_credentials()
-    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup
+    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
     spec = _spec(cfg, endpoint, o, None)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     o["out_path"] = o["out_path"] or Path(f"rgwkeeper-verify-{stamp}.json")

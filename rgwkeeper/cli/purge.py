@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from rgwkeeper import config as config_mod
 from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
 from rgwkeeper.adapters.rados import ObjectStore
@@ -397,7 +398,7 @@ def _raised(io: purge_api.PurgeIO, journal: Journal | None, raise_to: float | No
 
 
 async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
-                      io: purge_api.PurgeIO, cfg: Any, *, no_run: bool, dry_run: bool, yes: bool,
+                      io: purge_api.PurgeIO, cfg: config_mod.Config, *, no_run: bool, dry_run: bool, yes: bool,
                       as_json: bool, failures: list[BucketFailure], raised: Any = None) -> list[ExpireResult]:
     """Plan, confirm and apply. With no BUCKET (every bucket the configured rules match), a
     bucket that cannot be planned or applied is reported in ``failures`` and the others go on:
@@ -452,8 +453,8 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
     async with raised or contextlib.nullcontext():
         for x in plans:
             try:
-                results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout,
-                                                  busy_wait_s=cfg.purge.lc_busy_wait))
+                results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout_s,
+                                                  busy_wait_s=cfg.purge.lc_busy_wait_s))
             except RgwkeeperError as exc:
                 failed(x.profile.bucket, "apply", exc)
     return results

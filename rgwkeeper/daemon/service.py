@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -41,6 +41,9 @@ from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
 from rgwkeeper.observe import Adapters, DeepScrubCache, snapshot
 from rgwkeeper.policy.scrub import ThrottleMemory, is_throttled
+
+if TYPE_CHECKING:  # boto3 is imported only when RGW credentials are configured
+    from rgwkeeper.adapters.s3 import S3Adapter
 
 log = structlog.get_logger("rgwkeeper.daemon")
 
@@ -119,7 +122,7 @@ class Service:
     instance_id: str
     wall_clock: Callable[[], float] = time.time
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
-    s3: Any = None
+    s3: S3Adapter | None = None
     cli_flags: list[str] = field(default_factory=list)
     host: str = field(default_factory=host_identity)
     monotonic: Callable[[], float] = time.monotonic

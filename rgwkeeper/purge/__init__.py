@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 import structlog
 
@@ -26,6 +26,7 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter, make_client
+from rgwkeeper.config import PurgeSection
 from rgwkeeper.errors import ClusterFull, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
@@ -64,7 +65,7 @@ class _BulkPools:
             b.close()
 
 
-def open_io(access: ClusterAccess, purge_cfg: Any) -> PurgeIO:
+def open_io(access: ClusterAccess, purge_cfg: PurgeSection) -> PurgeIO:
     """Connect librados and build the adapters a purge needs (``close_io`` releases them)."""
     s3 = S3Adapter(make_client(access.require_rgw_endpoint(), access.rgw_credentials(), timeout_s=access.timeout_s,
                                max_pool=max(32, purge_cfg.s3_batches_in_flight * 2)))
@@ -80,21 +81,21 @@ def close_io(io: PurgeIO) -> None:
     io.rados.close()
 
 
-def tuning_from(purge_cfg: Any) -> Tuning:
+def tuning_from(purge_cfg: PurgeSection) -> Tuning:
     return Tuning(s3_batches_in_flight=purge_cfg.s3_batches_in_flight,
                   rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
                   max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
-                  long_timeout_s=purge_cfg.long_command_timeout, list_page_size=purge_cfg.list_page_size)
+                  long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size)
 
 
-def settings_from(purge_cfg: Any) -> Settings:
+def settings_from(purge_cfg: PurgeSection) -> Settings:
     return Settings(pace_write_latency_s=purge_cfg.pace_write_latency_ms / 1000.0,
                     pace_latency_increase=purge_cfg.pace_latency_increase,
-                    pace_probe_interval_s=purge_cfg.pace_probe_interval,
+                    pace_probe_interval_s=purge_cfg.pace_probe_interval_s,
                     verify_scan_max_objects=purge_cfg.verify_scan_max_objects,
-                    rgw_retry_s=purge_cfg.rgw_retry, lc_busy_wait_s=purge_cfg.lc_busy_wait,
-                    checkpoint_interval_s=purge_cfg.checkpoint_interval,
-                    max_objects_per_second=purge_cfg.max_objects_per_second, full_wait_s=purge_cfg.full_wait)
+                    rgw_retry_s=purge_cfg.rgw_retry_s, lc_busy_wait_s=purge_cfg.lc_busy_wait_s,
+                    checkpoint_interval_s=purge_cfg.checkpoint_interval_s,
+                    max_objects_per_second=purge_cfg.max_objects_per_second, full_wait_s=purge_cfg.full_wait_s)
 
 
 @dataclass
@@ -127,7 +128,7 @@ async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_
     return full
 
 
-async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: CheckpointStore,
+async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection, store: CheckpointStore,
                   now: float | None = None, raise_full_ratio: float | None = None) -> Prepared:
     """Resume the unfinished purge this same request left (same bucket instance), or plan anew.
 
@@ -172,13 +173,13 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: Any, store: 
     new = _plan(profile, request, tuning=tuning_from(purge_cfg), protected=purge_cfg.protected_buckets,
                 now=now, clock=clock, prefix_scope=scope)
     if free and new.method == "direct":
-        new = free_first(new, purge_cfg.full_wait)
+        new = free_first(new, purge_cfg.full_wait_s)
     refuse_unless_it_frees(new)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
 
 
-async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None,
+async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None,
               journal: Journal | None = None, holder: str = "", lease_s: float = 90.0) -> PurgeReport:
     """Execute a prepared purge under its checkpoint (lock, resume count, save). With a raise of
     the full ratio prepared, it is journaled in ``journal`` first and given back on every path."""
@@ -191,7 +192,7 @@ async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: A
         return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
 
 
-async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: Any, on_progress: Any = None) -> PurgeReport:
+async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:
     store_dir = prepared.checkpoint.path.parent
     CheckpointStore(Path(store_dir)).ensure()
     cp = prepared.checkpoint

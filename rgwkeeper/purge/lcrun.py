@@ -124,6 +124,6 @@ async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, 
         log.warning("lc process skipped the bucket", bucket=bucket, reason=why, run=result.runs)
         if clock() + poll_s > deadline:
             raise LifecycleBusy(f"lc process --bucket {bucket}",
-                                f"{why}, for more than {busy_wait_s:g} s (purge.lc_busy_wait); that worker "
+                                f"{why}, for more than {busy_wait_s:g} s (purge.lc_busy_wait_s); that worker "
                                 "applies the rules itself, or rerun once `radosgw-admin lc list` shows it COMPLETE")
         await sleep(poll_s)

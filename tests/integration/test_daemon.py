@@ -75,7 +75,7 @@ class Daemon:
         # Policies other than the one under test stay off unless a test turns them on.
         sections = {"spillover": {"enabled": False}, "preshard": {"daemon_reshards": False},
                     **overrides.pop("sections", {})}
-        lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 10.0\n',
+        lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout_s = 10.0\n',
                  f'[rgw]\nendpoint = "{ceph_cluster.rgw_endpoint}"\n'
                  f'credentials_file = "{ceph_cluster.credentials_file}"\n']
         for section, values in (("daemon", daemon), ("scrub_throttle", throttle), *sections.items()):
@@ -399,7 +399,7 @@ def _run_daemon(config: Path, timeout=60):
 def test_bad_input_is_one_line_and_changes_nothing(ceph_cluster, tmp_path):
     pool = f"rgwk-never-{uuid.uuid4().hex[:6]}"
     before = mon_db(ceph_cluster)
-    base = f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 3.0\n' \
+    base = f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout_s = 3.0\n' \
            f'[daemon]\npool = "{pool}"\nstate_dir = "{tmp_path}/state"\nmetrics_address = ""\n'
     cases = {
         "bad config": (base + "tick_s = 0.1\n[scrub_throttle]\nsmoothing_s = -1.0\n", 2,

@@ -98,7 +98,7 @@ def fill_bucket(s3, bucket, n=200, size=4096, big=0):
 
 
 def write_config(ceph_cluster, tmp_path, **purge):
-    lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout = 10.0\n',
+    lines = [f'[cluster]\nconf = "{ceph_cluster.conf}"\nkeyring = "{ceph_cluster.keyring}"\ntimeout_s = 10.0\n',
              f'[rgw]\nendpoint = "{ceph_cluster.rgw_endpoint}"\ncredentials_file = "{ceph_cluster.credentials_file}"\n',
              f'[daemon]\npool = "{POOL}"\n',
              f'[purge]\nstate_dir = "{tmp_path / "purge-state"}"\n' + "".join(f"{k} = {v}\n" for k, v in purge.items())]
@@ -185,7 +185,7 @@ def test_direct_purge_without_a_raise_frees_heads_then_stops_and_a_raise_finishe
         ceph_cluster, tmp_path, s3, bucket_name, journal_pool):
     fill_bucket(s3, bucket_name, n=300, big=1)
     ensure_journal_object(ceph_cluster)
-    config = write_config(ceph_cluster, tmp_path, full_wait=10.0)
+    config = write_config(ceph_cluster, tmp_path, full_wait_s=10.0)
     with made_full(ceph_cluster, below=0.03) as low:
         first = rgwkeeper(config, "purge", bucket_name, "--yes")
         assert first.returncode == 1 and first.stderr.count("\n") == 1, first.stderr[-2000:]
@@ -205,7 +205,7 @@ def test_direct_purge_on_a_full_cluster_goes_on_once_its_removals_drop_usage(cep
     # 1 MiB head-only objects (head chunk 4 MiB): their removal with full-try frees about
     # 80 MiB per OSD, far more than the 0.4% (17 MiB) the ratio is set below the fullest OSD.
     fill_bucket(s3, bucket_name, n=240, size=1 << 20)
-    config = write_config(ceph_cluster, tmp_path, full_wait=120.0)
+    config = write_config(ceph_cluster, tmp_path, full_wait_s=120.0)
     with made_full(ceph_cluster, below=0.004):
         proc = rgwkeeper(config, "purge", bucket_name, "--yes", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]

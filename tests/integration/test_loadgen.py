@@ -53,13 +53,13 @@ from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
 # before the calibration): the +273% burst was one such second, an unpaced purge shows 5-9.
 TEST_CONFIG = """
 [loadgen]
-warmup = 3.0
+warmup_s = 3.0
 max_rate_drop = 0.30
 max_cv_increase = 0.25
 max_p99_increase = 2.0
 slow_second_increase = 1.0
 max_baseline_cv = 0.5
-min_window = 10.0
+min_window_s = 10.0
 min_op_samples = 100
 block = 3
 """

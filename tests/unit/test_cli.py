@@ -64,11 +64,11 @@ def test_missing_conf_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
 
 def test_bad_config_file_is_one_line_exit_2(tmp_path, capsys):
     cfg = tmp_path / "rgwkeeper.toml"
-    cfg.write_text("[cluster]\ntimeout = -1\n")
+    cfg.write_text("[cluster]\ntimeout_s = -1\n")
     rc = run_cli(cli, ["status", "--config", str(cfg)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1
-    assert "cluster.timeout must be at least 1.0, got -1" in err
+    assert "cluster.timeout_s must be at least 1.0, got -1" in err
 
 
 def test_unknown_option_is_a_usage_error(capsys):

@@ -8,6 +8,8 @@ import typing
 from pathlib import Path
 
 import pytest
+import structlog
+import structlog.testing
 
 from rgwkeeper import config
 from rgwkeeper.errors import ConfigError
@@ -32,13 +34,13 @@ def test_example_documents_every_field():
 def test_every_bad_field_is_reported_in_one_error():
     with pytest.raises(ConfigError) as exc:
         config.parse({
-            "cluster": {"timeout": 0.1, "name": 3},
+            "cluster": {"timeout_s": 0.1, "name": 3},
             "rgw": {"shard_warning_ratio": "high", "endpointt": "x"},
             "bogus": {},
         })
     msg = str(exc.value)
     assert msg.startswith("5 problems:")
-    for part in ("cluster.timeout must be at least 1.0", "cluster.name must be a string",
+    for part in ("cluster.timeout_s must be at least 1.0", "cluster.name must be a string",
                  "rgw.shard_warning_ratio must be a number", "unknown key rgw.endpointt",
                  "unknown section [bogus]"):
         assert part in msg
@@ -46,8 +48,8 @@ def test_every_bad_field_is_reported_in_one_error():
 
 
 def test_ints_are_accepted_for_floats_and_bools_are_not_ints():
-    cfg = config.parse({"cluster": {"timeout": 30}})
-    assert cfg.cluster.timeout == 30.0 and isinstance(cfg.cluster.timeout, float)
+    cfg = config.parse({"cluster": {"timeout_s": 30}})
+    assert cfg.cluster.timeout_s == 30.0 and isinstance(cfg.cluster.timeout_s, float)
     with pytest.raises(ConfigError, match="osd_parallelism must be an integer"):
         config.parse({"observe": {"osd_parallelism": True}})
 
@@ -137,3 +139,29 @@ def test_the_daemon_refuses_a_bad_metrics_port_in_one_line_too():
 
     with pytest.raises(UsageError, match="port from 1 to 65535"):
         Metrics().serve("127.0.0.1:99999")
+
+
+@pytest.mark.parametrize("section, old, new, value", [
+    (section, old, new, dict((k, d) for k, _, d in config.describe())[f"{section}.{new}"])
+    for section, names in config.RENAMED.items() for old, new in names.items()])
+def test_a_key_renamed_for_its_unit_still_reads_under_its_old_name_with_a_warning(section, old, new, value):
+    with structlog.testing.capture_logs() as logs:
+        cfg = config.parse({section: {old: value}})
+    assert getattr(getattr(cfg, section), new) == value
+    assert [e["use"] for e in logs if e["log_level"] == "warning"] == [f"{section}.{new}"]
+    with structlog.testing.capture_logs() as logs:
+        config.parse({section: {new: value}})
+    assert logs == []
+
+
+def test_old_and_new_name_of_one_key_together_are_refused():
+    with pytest.raises(ConfigError, match=r"purge.rgw_retry is the old name of purge.rgw_retry_s; keep only"):
+        config.parse({"purge": {"rgw_retry": 5.0, "rgw_retry_s": 6.0}})
+
+
+def test_every_duration_key_says_its_unit():
+    # A new key in seconds without `_s` (or in ms without `_ms`) fails here: config keys carry units.
+    unitless = [key for key, doc, default in config.describe()
+                if isinstance(default, float) and doc.lower().startswith(("seconds", "milliseconds"))
+                and not key.endswith(("_s", "_ms"))]
+    assert unitless == []

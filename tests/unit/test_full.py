@@ -185,11 +185,11 @@ def full_world(tmp_path, **kw):
 
 def purge_cfg(**kw):
     return SimpleNamespace(**{"protected_buckets": [], "s3_batches_in_flight": 8, "rados_ops_in_flight": 256,
-                              "admin_max_concurrent_ios": None, "long_command_timeout": 600.0,
+                              "admin_max_concurrent_ios": None, "long_command_timeout_s": 600.0,
                               "list_page_size": 1000, "max_full_ratio": 0.97, "pace_write_latency_ms": 0.0,
-                              "pace_latency_increase": 0.0, "pace_probe_interval": 1.0,
-                              "verify_scan_max_objects": 1000, "rgw_retry": 0.0, "lc_busy_wait": 1.0,
-                              "checkpoint_interval": 0.0, "max_objects_per_second": 0.0, "full_wait": 0.0, **kw})
+                              "pace_latency_increase": 0.0, "pace_probe_interval_s": 1.0,
+                              "verify_scan_max_objects": 1000, "rgw_retry_s": 0.0, "lc_busy_wait_s": 1.0,
+                              "checkpoint_interval_s": 0.0, "max_objects_per_second": 0.0, "full_wait_s": 0.0, **kw})
 
 
 @pytest.mark.parametrize("request_", [PurgeRequest("capture-mixed", method="s3"),
@@ -235,7 +235,7 @@ def test_direct_purge_on_a_full_cluster_frees_heads_first_and_stops_saying_what_
 
 def test_direct_purge_on_a_full_cluster_goes_on_once_usage_falls_below_full(tmp_path):
     w, io = full_world(tmp_path, clears_after=1)
-    prepared, report = prepare_and_run(tmp_path, w, io, full_wait=60.0)
+    prepared, report = prepare_and_run(tmp_path, w, io, full_wait_s=60.0)
     assert prepared.plan.steps[0].kind == "free_while_full" and report.ok and not w.exists
     assert report.counters["freed_while_full"] > 0
     fence = w.log.index("admin API quota max_objects=0")
@@ -536,7 +536,7 @@ def test_a_purge_whose_call_waits_on_a_cluster_turned_full_stops_at_once_saying_
 
     w = World()
     io, _ = purge_io(w, tmp_path)
-    prepared = asyncio.run(purge_api.prepare(PurgeRequest(w.bucket), io, purge_cfg=purge_cfg(rgw_retry=120.0),
+    prepared = asyncio.run(purge_api.prepare(PurgeRequest(w.bucket), io, purge_cfg=purge_cfg(rgw_retry_s=120.0),
                                              store=CheckpointStore(tmp_path / "state")))
     io.rados = FakeRados(w, full=True)  # full after planning: the fence's quota PUT gets no answer
 
@@ -545,7 +545,7 @@ def test_a_purge_whose_call_waits_on_a_cluster_turned_full_stops_at_once_saying_
 
     monkeypatch.setattr(io.admin_api, "set_bucket_quota", no_answer)
     with pytest.raises(ClusterFull, match="stopped at set bucket quota: the cluster is full .*--raise-full-ratio"):
-        asyncio.run(purge_api.run(prepared, io, purge_cfg=purge_cfg(rgw_retry=120.0)))
+        asyncio.run(purge_api.run(prepared, io, purge_cfg=purge_cfg(rgw_retry_s=120.0)))
 
 
 # -- the raise under races, cancellation and a failed give-back (review findings) -----------------
@@ -621,6 +621,6 @@ def test_a_paced_direct_purge_on_a_full_cluster_sends_no_probe_write(tmp_path):
     # Probe writes carry no full-try: on a full cluster each would wait out its timeout before
     # the freeing even starts, and the last one could land after the cleanup.
     w, io = full_world(tmp_path, clears_after=1)
-    prepared, report = prepare_and_run(tmp_path, w, io, full_wait=60.0, pace_latency_increase=0.3)
+    prepared, report = prepare_and_run(tmp_path, w, io, full_wait_s=60.0, pace_latency_increase=0.3)
     assert prepared.plan.steps[0].kind == "free_while_full" and report.ok
     assert not [x for x in w.log if "probe" in x], [x for x in w.log if "probe" in x]

@@ -252,7 +252,7 @@ def test_expire_on_newer_releases_runs_lc_process_for_the_bucket(env, capsys):
 def _with_busy_wait(flags, seconds):
     cfg = flags[flags.index("--config") + 1]
     with open(cfg, "a") as f:
-        f.write(f"lc_busy_wait = {seconds}\n")
+        f.write(f"lc_busy_wait_s = {seconds}\n")
 
 
 def test_expire_runs_lc_again_when_another_worker_held_the_bucket(env, capsys):
