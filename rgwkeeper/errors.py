@@ -77,7 +77,7 @@ class CephTimeout(CephError):
 
 
 class CommandFailed(CephError):
-    """A CLI tool (radosgw-admin) exited non-zero."""
+    """A Ceph CLI tool (ceph, rados, radosgw-admin) exited non-zero."""
 
     def __init__(self, argv: Sequence[str], exit_code: int, stderr: str) -> None:
         self.argv = list(argv)

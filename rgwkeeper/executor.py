@@ -22,7 +22,8 @@ import structlog
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, DeepScrubPg, RemoveConfig, ReshardBucket, RestoreAll,
                                RunExpire, SetConfig, SetFlag, SetMinShards, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
+from rgwkeeper.adapters.cephcli import CephCli, extract_json, subprocess_runner
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, RgwkeeperError
 from rgwkeeper.journal import Journal, Override
@@ -88,7 +89,7 @@ class Executor:
     def __init__(self, rados: RadosAdapter, journal: Journal, *, holder: str, lease_s: float,
                  may_act: Callable[[], bool] = lambda: True, wall_clock: Callable[[], float] = time.time,
                  readback_timeout_s: float = READBACK_TIMEOUT_S, rgw: RadosgwAdmin | None = None,
-                 s3: S3Adapter | None = None, ceph_cli: RadosgwAdmin | None = None,
+                 s3: S3Adapter | None = None, ceph_cli: CephCli | None = None,
                  rgwkeeper_cmd: list[str] | None = None, cli_flags: list[str] | None = None,
                  long_timeout_s: float = LONG_TIMEOUT_S, on_progress: Callable[[], None] = lambda: None) -> None:
         self.rgw = rgw

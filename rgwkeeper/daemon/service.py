@@ -29,6 +29,7 @@ from rgwkeeper import reconcile
 from rgwkeeper.access import ClusterAccess, check_private
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter
+from rgwkeeper.adapters.cephcli import CephCli
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
@@ -54,7 +55,7 @@ class RadosLockBackend:
     Its description names the instance id and this host (``rgwkeeper ID@HOST``), so a stale
     lock is broken only when it provably came from a daemon on this host."""
 
-    def __init__(self, store: Any, rados_cli: RadosgwAdmin, *, instance_id: str, host: str, lease_s: float) -> None:
+    def __init__(self, store: Any, rados_cli: CephCli, *, instance_id: str, host: str, lease_s: float) -> None:
         self.store = store
         self.cli = rados_cli
         self.description = f"rgwkeeper {holder_name(instance_id, host)}"
@@ -142,7 +143,7 @@ class Service:
     def executor(self) -> Executor:
         return Executor(self.rados, self.journal, holder=self.holder, lease_s=self.cfg.daemon.lease_s,
                         may_act=self.lease.is_leader, wall_clock=self.wall_clock, rgw=self.adapters.radosgw_admin,
-                        s3=self.s3, ceph_cli=RadosgwAdmin(self.access, binary="ceph"),
+                        s3=self.s3, ceph_cli=CephCli(self.access, "ceph"),
                         rgwkeeper_cmd=[sys.executable, "-m", "rgwkeeper"], cli_flags=self.cli_flags,
                         on_progress=self.progress)
 
@@ -320,7 +321,7 @@ async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = 
         store = ObjectStore(rados, cfg.daemon.pool)
         journal = Journal(store)
         host = host_identity()
-        lease = LeaderLease(RadosLockBackend(store, RadosgwAdmin(access, binary="rados"), instance_id=instance_id,
+        lease = LeaderLease(RadosLockBackend(store, CephCli(access, "rados"), instance_id=instance_id,
                                              host=host, lease_s=cfg.daemon.lease_s),
                             lease_s=cfg.daemon.lease_s)
         admin_api = AdminApi(access.rgw_endpoint, creds, timeout_s=access.timeout_s) if (

@@ -480,7 +480,7 @@ def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(
     import errno
 
     from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
-    from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+    from rgwkeeper.adapters.cephcli import CephCli
     from rgwkeeper.daemon.service import RadosLockBackend
     from rgwkeeper.errors import CephError, CephTimeout
     from rgwkeeper.journal import LEADER_OBJECT
@@ -496,7 +496,7 @@ def test_the_real_lock_renews_after_a_failed_renewal_and_refuses_another_locker(
         rados.connect()
         store = ObjectStore(rados, POOL)
         connections.append((store, rados))
-        backend = RadosLockBackend(store, RadosgwAdmin(cluster_access, binary="rados"), instance_id=instance,
+        backend = RadosLockBackend(store, CephCli(cluster_access, "rados"), instance_id=instance,
                                    host=host, lease_s=lease_s)
         return LeaderLease(backend, lease_s=lease_s), store, backend
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from rgwkeeper.adapters.radosgw_admin import CompletedRun
+from rgwkeeper.adapters.cephcli import CompletedRun
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pacific"
 

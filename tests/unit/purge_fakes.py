@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.adapters.radosgw_admin import CompletedRun, RadosgwAdmin
+from rgwkeeper.adapters.cephcli import CompletedRun
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephError, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid

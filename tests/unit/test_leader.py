@@ -11,7 +11,7 @@ import pytest
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.cephcli import CephCli
 from rgwkeeper.daemon.service import RadosLockBackend
 from rgwkeeper.leader import LeaderLease
 from tests.unit.fakes import FakeLockCluster, load_fixture
@@ -47,7 +47,7 @@ def contender(osd, clock, tmp_path):
         rados.connect()
         opened.append(rados)
         backend = RadosLockBackend(ObjectStore(rados, "rgwkeeper"),
-                                   RadosgwAdmin(access, runner=osd.rados_runner, binary="rados"),
+                                   CephCli(access, "rados", runner=osd.rados_runner),
                                    instance_id=instance_id, host=host, lease_s=lease_s)
         return LeaderLease(backend, lease_s=lease_s, clock=clock)
 

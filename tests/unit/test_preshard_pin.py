@@ -15,7 +15,8 @@ from rgwkeeper import sharding
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.actions import SetMinShards
 from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import CompletedRun, RadosgwAdmin
+from rgwkeeper.adapters.cephcli import CompletedRun
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli import preshard as preshard_cli
 from rgwkeeper.errors import CephError
 from rgwkeeper.policy.shards import ShardPlan

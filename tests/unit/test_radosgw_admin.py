@@ -1,4 +1,4 @@
-"""The radosgw-admin runner: argv, JSON in noisy output, errors, timeouts."""
+"""The Ceph CLI runner and radosgw-admin on it: argv, JSON in noisy output, errors, timeouts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 import pytest
 
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json, subprocess_runner
+from rgwkeeper.adapters.cephcli import CephCli, extract_json, subprocess_runner
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephTimeout, CommandFailed, InvalidName, NotFound
 from tests.unit.fakes import FakeRunner, UnexpectedCall, load_fixture
 
@@ -27,6 +28,24 @@ def test_argv_is_a_list_with_conf_name_and_keyring(tmp_path):
         "radosgw-admin", "--conf", str(tmp_path / "ceph.conf"), "--name", "client.rgwkeeper",
         "--keyring", str(tmp_path / "k"), "bucket", "stats"]
     assert "--keyring" not in RadosgwAdmin(_access(tmp_path, keyring=False)).argv()
+
+
+@pytest.mark.parametrize("binary", ["ceph", "rados"])
+def test_ceph_and_rados_run_with_the_same_access_and_their_own_name(tmp_path, binary):
+    cli = CephCli(_access(tmp_path), binary)
+    assert cli.argv("-p", "pool", "lock", "info") == [
+        binary, "--conf", str(tmp_path / "ceph.conf"), "--name", "client.rgwkeeper",
+        "--keyring", str(tmp_path / "k"), "-p", "pool", "lock", "info"]
+
+
+def test_only_radosgw_admin_reads_its_exit_codes_as_not_found(tmp_path):
+    # exit 2 with "(2)" is radosgw-admin's "no such bucket"; from ceph or rados it is a failed command.
+    runner = FakeRunner().expect(["x"], returncode=2, stderr="failure: (2) No such file or directory")
+    with pytest.raises(NotFound):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).run("x"))
+    with pytest.raises(CommandFailed) as exc:
+        asyncio.run(CephCli(_access(tmp_path), "rados", runner=runner).run("x"))
+    assert not isinstance(exc.value, NotFound) and exc.value.argv[0] == "rados"
 
 
 def test_extract_json_skips_log_noise():
