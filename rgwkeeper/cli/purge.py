@@ -6,9 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -21,18 +19,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rgwkeeper import config as config_mod
 from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
-from rgwkeeper.adapters.rados import ObjectStore
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import human_duration
-from rgwkeeper.units import human_bytes
-from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
-from rgwkeeper.errors import ClusterFull, RgwkeeperError, UsageError
-from rgwkeeper.journal import Journal
+from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
-from rgwkeeper.purge.expire import ExpireResult, apply_expire, plan_expire
+from rgwkeeper.purge.expire import BucketFailure, ExpireResult, apply_expiry, expiry_problem, plan_expiry
 from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, rate_cap_for
-from rgwkeeper.units import Duration, FiniteFloat, FiniteInt, Size
+from rgwkeeper.units import (MAX_PURGE_RATE, MIN_PURGE_RATE, Duration, FiniteFloat, FiniteInt, Size, human_bytes,
+                             rate_cap_ok)
 
 
 def _confirm(lines: list[str], expected: str, yes: bool) -> None:
@@ -100,27 +95,6 @@ def _check_full_ratio(ctx: click.Context, param: click.Parameter, value: float |
 _RAISE_HELP = ("on a full cluster (OSD_FULL / POOL_FULL), raise the full ratio to this for the run (at most "
                "purge.max_full_ratio), journaled first and given back after it; without it a full cluster "
                "refuses at once")
-
-
-@contextlib.contextmanager
-def _ratio_journal(io: purge_api.PurgeIO, pool: str, raise_to: float | None) -> Any:
-    """The daemon's journal, where a raise of the full ratio is recorded before it is made."""
-    if raise_to is None:
-        yield None
-        return
-    if pool not in (io.rados.command({"prefix": "osd pool ls"}) or []):
-        raise ClusterFull(f"--raise-full-ratio journals the raise in the daemon's pool {pool!r} (daemon.pool), "
-                          "which does not exist: start the daemon once, or raise the ratio by hand; nothing "
-                          "was changed")
-    store = ObjectStore(io.rados, pool)
-    try:
-        yield Journal(store)
-    finally:
-        store.close()
-
-
-def _holder() -> str:
-    return f"purge@{socket.gethostname()}:{os.getpid()}"
 
 
 def _full_lines(prepared: purge_api.Prepared, pool: str) -> list[str]:
@@ -239,11 +213,11 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
             lines.append(f"  at most {cap:g} objects/s" +
                          (f": about {human_duration(p.num_objects / cap)}" if whole else ""))
         lines += [f"  {line}" for line in full_lines]
-        with _ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
+        with purge_api.ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
             _confirm(lines, p.bucket, yes)
             with _Bar(enabled=True) as bar:
                 report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update,
-                                    journal=journal, holder=_holder(), lease_s=cfg.daemon.lease_s)
+                                    journal=journal, holder=purge_api.holder_name(), lease_s=cfg.daemon.lease_s)
     finally:
         purge_api.close_io(io)
     _report(report, as_json, plan)
@@ -325,11 +299,13 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
         raise_to = raise_full_ratio if full.full else None
         if dry_run and raise_to is not None and not as_json:
             click.echo("\n".join([f"cluster: {full.describe()}", *fullratio.plan_lines(full, raise_to, cfg.daemon.pool)]))
-        with _ratio_journal(io, cfg.daemon.pool, None if dry_run else raise_to) as journal:
+        with purge_api.ratio_journal(io, cfg.daemon.pool, None if dry_run else raise_to) as journal:
             results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
                                  dry_run=dry_run, yes=yes, as_json=as_json,
                                  failures=failures,
-                                 raised=_raised(io, journal, raise_to, "expire", cfg.daemon.lease_s))
+                                 raised=purge_api.raised_for(io, journal, raise_to, "expire",
+                                                             holder=purge_api.holder_name(),
+                                                             lease_s=cfg.daemon.lease_s))
     finally:
         purge_api.close_io(io)
     if dry_run:
@@ -349,34 +325,10 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
     _raise_if_failed(results, failures)
 
 
-@dataclasses.dataclass(frozen=True)
-class BucketFailure:
-    """A bucket that ``expire`` over every configured bucket could not plan or apply; the
-    others still get their turn."""
-
-    bucket: str
-    stage: str  # "plan" (profile, release check, rules read) or "apply"
-    error: str
-
-    def line(self) -> str:
-        return f"rgwkeeper: {self.bucket}: not expired ({self.stage} failed): {self.error}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"bucket": self.bucket, "ok": False, "stage": self.stage, "error": self.error}
-
-
 def _raise_if_failed(results: list[ExpireResult], failures: list[BucketFailure]) -> None:
-    bad = [r for r in results if not r.ok]
-    parts = []
-    if bad:
-        parts.append(f"{len(bad)} bucket(s) failed a check (see above): "
-                     + ", ".join(f"{r.bucket} ({next(c.name for c in r.checks if c.status == 'failed')})"
-                                 for r in bad))
-    if failures:
-        parts.append(f"{len(failures)} bucket(s) not expired (see above): "
-                     + ", ".join(f"{f.bucket} ({f.stage})" for f in failures))
-    if parts:
-        raise PurgeFailed("expire", "; ".join(parts))
+    problem = expiry_problem(results, failures)
+    if problem:
+        raise PurgeFailed("expire", problem)
 
 
 def _tags(tags: tuple[str, ...]) -> dict[str, str]:
@@ -389,49 +341,20 @@ def _tags(tags: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _raised(io: purge_api.PurgeIO, journal: Journal | None, raise_to: float | None, reason: str,
-            lease_s: float) -> Any:
-    """The block a change runs in: the full ratio raised for it (journaled, given back), or nothing."""
-    if raise_to is None or journal is None:
-        return contextlib.nullcontext()
-    return fullratio.raised(io.rados, journal, raise_to, holder=_holder(), lease_s=lease_s, reason=reason)
-
-
 async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
                       io: purge_api.PurgeIO, cfg: config_mod.Config, *, no_run: bool, dry_run: bool, yes: bool,
                       as_json: bool, failures: list[BucketFailure], raised: Any = None) -> list[ExpireResult]:
-    """Plan, confirm and apply. With no BUCKET (every bucket the configured rules match), a
-    bucket that cannot be planned or applied is reported in ``failures`` and the others go on:
-    one bad bucket must not stop the daemon's fill-triggered expiry of all the rest."""
+    """Plan, confirm and apply (the library's plan_expiry and apply_expiry); a failed bucket is
+    said on stderr as it happens, and the others go on."""
+    def said(f: BucketFailure) -> None:
+        click.echo(f.line(), err=True)
 
-    def failed(b: str, stage: str, exc: RgwkeeperError) -> None:
-        if bucket is not None:
-            raise exc
-        failures.append(BucketFailure(b, stage, str(exc)))
-        click.echo(failures[-1].line(), err=True)
-
-    if bucket is not None:
-        targets = {bucket: [cli_rule] if cli_rule else lc.matching_rules(config_rules, bucket)}
-    else:
-        names = await io.rgw.json("bucket", "list") or []
-        targets = {b: lc.matching_rules(config_rules, b) for b in sorted(names)}
-    targets = {b: rules for b, rules in targets.items() if rules}
-    if not targets:
-        raise UsageError("no bucket matches the configured lifecycle rules" if bucket is None else
-                         f"no configured lifecycle rule matches {bucket!r}")
-    plans = []
-    for b, rules in targets.items():
-        try:
-            check_protected(b, cfg.purge.protected_buckets)
-        except UsageError as exc:
-            if bucket is not None:
-                raise
-            click.echo(f"rgwkeeper: skipping {b}: {exc}", err=True)
-            continue
-        try:
-            plans.append(await plan_expire(b, rules, io, protected=cfg.purge.protected_buckets, run_now=not no_run))
-        except RgwkeeperError as exc:
-            failed(b, "plan", exc)
+    planned = await plan_expiry(io, bucket=bucket, cli_rule=cli_rule, config_rules=config_rules,
+                                protected=cfg.purge.protected_buckets, run_now=not no_run, on_failure=said)
+    failures[:] = planned.failures
+    for b, why in planned.skipped:
+        click.echo(f"rgwkeeper: skipping {b}: {why}", err=True)
+    plans = planned.plans
     if dry_run:
         if as_json:
             emit_json([{"bucket": x.profile.bucket, "rules": x.merged, "changes": x.changes,
@@ -449,12 +372,9 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
     if not plans:
         return []
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
-    results = []
     async with raised or contextlib.nullcontext():
-        for x in plans:
-            try:
-                results.append(await apply_expire(x, io, long_timeout_s=cfg.purge.long_command_timeout_s,
-                                                  busy_wait_s=cfg.purge.lc_busy_wait_s))
-            except RgwkeeperError as exc:
-                failed(x.profile.bucket, "apply", exc)
+        results = await apply_expiry(planned, io, long_timeout_s=cfg.purge.long_command_timeout_s,
+                                     busy_wait_s=cfg.purge.lc_busy_wait_s, one_bucket=bucket is not None,
+                                     on_failure=said)
+    failures[:] = planned.failures
     return results

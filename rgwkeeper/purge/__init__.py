@@ -14,19 +14,23 @@ not re-exported here: a package attribute named like a submodule would hide the 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, AsyncContextManager, Callable, Iterator
 
 import structlog
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter, make_client
-from rgwkeeper.config import PurgeSection
+from rgwkeeper import lifecycle as lc
+from rgwkeeper.config import Config, PurgeSection
 from rgwkeeper.errors import ClusterFull, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
@@ -35,6 +39,8 @@ from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
+from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, apply_expiry, expiry_problem,
+                                    plan_expiry)
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
 from rgwkeeper.purge.plan import free_first
 from rgwkeeper.purge.plan import plan as _plan
@@ -45,7 +51,8 @@ log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
-           "Tuning", "close_io", "gather_profile", "open_io", "prepare", "run", "settings_from", "tuning_from"]
+           "Tuning", "ExpiryOutcome", "close_io", "expire_configured", "gather_profile", "holder_name", "open_io",
+           "prepare", "raised_for", "ratio_journal", "run", "settings_from", "tuning_from"]
 
 
 class _BulkPools:
@@ -216,3 +223,68 @@ async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_p
         return report
     finally:
         cp.unlock()
+
+
+# -- the full ratio raised for a run, and the configured expiry the daemon runs in-process --------
+
+def holder_name() -> str:
+    """Who a one-shot purge or expiry journals a raise of the full ratio as."""
+    return f"purge@{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def ratio_journal(io: PurgeIO, pool: str, raise_to: float | None) -> Iterator[Journal | None]:
+    """The daemon's journal, where a raise of the full ratio is recorded before it is made."""
+    if raise_to is None:
+        yield None
+        return
+    if pool not in (io.rados.command({"prefix": "osd pool ls"}) or []):
+        raise ClusterFull(f"--raise-full-ratio journals the raise in the daemon's pool {pool!r} (daemon.pool), "
+                          "which does not exist: start the daemon once, or raise the ratio by hand; nothing "
+                          "was changed")
+    store = ObjectStore(io.rados, pool)
+    try:
+        yield Journal(store)
+    finally:
+        store.close()
+
+
+def raised_for(io: PurgeIO, journal: Journal | None, raise_to: float | None, reason: str, *, holder: str,
+               lease_s: float) -> AsyncContextManager[Any]:
+    """The block a change runs in: the full ratio raised for it (journaled, given back), or nothing."""
+    if raise_to is None or journal is None:
+        return contextlib.nullcontext()
+    return fullratio.raised(io.rados, journal, raise_to, holder=holder, lease_s=lease_s, reason=reason)
+
+
+@dataclass
+class ExpiryOutcome:
+    """What one run of the configured expiry rules did, bucket by bucket."""
+
+    results: list[ExpireResult]
+    failures: list[BucketFailure]
+    skipped: list[tuple[str, str]]
+
+    def per_bucket(self) -> dict[str, bool]:
+        return {**{r.bucket: r.ok for r in self.results}, **{f.bucket: False for f in self.failures}}
+
+    def problem(self) -> str | None:
+        return expiry_problem(self.results, self.failures)
+
+
+async def expire_configured(io: PurgeIO, cfg: Config, *, raise_full_ratio: float | None, journal: Journal | None,
+                            holder: str) -> ExpiryOutcome:
+    """Install and run ``purge.lifecycle_rules`` on every bucket they match, now: the daemon's
+    fill-triggered expiry, in-process. A bucket that fails is recorded and the others go on; on a
+    full cluster the ratio is raised only with ``raise_full_ratio``, journaled in ``journal``."""
+    rules = [lc.parse_rule(r) for r in cfg.purge.lifecycle_rules]
+    if not rules:
+        raise UsageError("no lifecycle rules: set purge.lifecycle_rules in the config")
+    full = await full_gate(io, "expire", raise_full_ratio, cfg.purge.max_full_ratio)
+    raise_to = raise_full_ratio if full.full else None
+    planned = await plan_expiry(io, bucket=None, cli_rule=None, config_rules=rules,
+                                protected=cfg.purge.protected_buckets, run_now=True)
+    async with raised_for(io, journal, raise_to, "expire", holder=holder, lease_s=cfg.daemon.lease_s):
+        results = await apply_expiry(planned, io, long_timeout_s=cfg.purge.long_command_timeout_s,
+                                     busy_wait_s=cfg.purge.lc_busy_wait_s, one_bucket=False)
+    return ExpiryOutcome(results, planned.failures, planned.skipped)

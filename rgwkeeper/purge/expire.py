@@ -27,10 +27,10 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
-from rgwkeeper.errors import CephError
+from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.purge import lcrun
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import Check, PurgeIO
@@ -265,3 +265,105 @@ async def _check_expired(xp: ExpirePlan, io: PurgeIO, now: float, debug: float) 
                             f"{r.prefix or 'the bucket'}" + "".join(f" with {k}={v}" for k, v in r.tags)
                             + (f" (a day is {debug:g} s here)" if debug else "")))
     return checks
+
+
+# -- several buckets: what `rgwkeeper expire` and the daemon's fill-triggered expiry run -------
+
+@dataclass(frozen=True)
+class BucketFailure:
+    """A bucket that an expiry over every configured bucket could not plan or apply; the others
+    still get their turn."""
+
+    bucket: str
+    stage: str  # "plan" (profile, release check, rules read) or "apply"
+    error: str
+
+    def line(self) -> str:
+        return f"rgwkeeper: {self.bucket}: not expired ({self.stage} failed): {self.error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bucket": self.bucket, "ok": False, "stage": self.stage, "error": self.error}
+
+
+@dataclass
+class ExpiryPlans:
+    """The buckets an expiry will change, and those it will not (skipped: protected; failed)."""
+
+    plans: list[ExpirePlan]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failures: list[BucketFailure] = field(default_factory=list)
+
+
+def expiry_targets(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
+                   names: list[str]) -> dict[str, list[lc.ExpiryRule]]:
+    """Bucket -> the rules to install: ``cli_rule`` on ``bucket``, or the configured rules on
+    ``bucket`` or on every listed bucket they match. Refuses (UsageError) when none matches."""
+    if bucket is not None:
+        targets = {bucket: [cli_rule] if cli_rule else lc.matching_rules(config_rules, bucket)}
+    else:
+        targets = {b: lc.matching_rules(config_rules, b) for b in sorted(names)}
+    targets = {b: rules for b, rules in targets.items() if rules}
+    if not targets:
+        raise UsageError("no bucket matches the configured lifecycle rules" if bucket is None else
+                         f"no configured lifecycle rule matches {bucket!r}")
+    return targets
+
+
+async def plan_expiry(io: PurgeIO, *, bucket: str | None, cli_rule: lc.ExpiryRule | None,
+                      config_rules: list[lc.ExpiryRule], protected: list[str], run_now: bool,
+                      on_failure: Callable[[BucketFailure], None] | None = None) -> ExpiryPlans:
+    """Plan the expiry of ``bucket``, or of every bucket the configured rules match. For one named
+    bucket any problem is raised; over every bucket a bucket that cannot be planned is recorded
+    (and passed to ``on_failure`` as it happens) and the others go on: one bad bucket must not
+    stop the daemon's fill-triggered expiry of all the rest."""
+    names = [] if bucket is not None else (await io.rgw.json("bucket", "list") or [])
+    out = ExpiryPlans(plans=[])
+    for b, rules in expiry_targets(bucket, cli_rule, config_rules, names).items():
+        try:
+            check_protected(b, protected)
+        except UsageError as exc:
+            if bucket is not None:
+                raise
+            out.skipped.append((b, str(exc)))
+            continue
+        try:
+            out.plans.append(await plan_expire(b, rules, io, protected=protected, run_now=run_now))
+        except RgwkeeperError as exc:
+            if bucket is not None:
+                raise
+            out.failures.append(BucketFailure(b, "plan", str(exc)))
+            if on_failure is not None:
+                on_failure(out.failures[-1])
+    return out
+
+
+async def apply_expiry(plans: ExpiryPlans, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float,
+                       one_bucket: bool, on_failure: Callable[[BucketFailure], None] | None = None
+                       ) -> list[ExpireResult]:
+    """Apply each plan in turn; over every bucket a bucket that fails is recorded in
+    ``plans.failures`` and the next one still gets its turn."""
+    results = []
+    for x in plans.plans:
+        try:
+            results.append(await apply_expire(x, io, long_timeout_s=long_timeout_s, busy_wait_s=busy_wait_s))
+        except RgwkeeperError as exc:
+            if one_bucket:
+                raise
+            plans.failures.append(BucketFailure(x.profile.bucket, "apply", str(exc)))
+            if on_failure is not None:
+                on_failure(plans.failures[-1])
+    return results
+
+
+def expiry_problem(results: list[ExpireResult], failures: list[BucketFailure]) -> str | None:
+    """One line naming every bucket that failed a check or was not expired; None if none."""
+    bad = [r for r in results if not r.ok]
+    parts = []
+    if bad:
+        parts.append(f"{len(bad)} bucket(s) failed a check (see above): "
+                     + ", ".join(f"{r.bucket} ({next(c.name for c in r.checks if c.status == 'failed')})"
+                                 for r in bad))
+    if failures:
+        parts.append(f"{len(failures)} bucket(s) not expired (see above): "
+                     + ", ".join(f"{f.bucket} ({f.stage})" for f in failures))
+    return "; ".join(parts) or None
