@@ -183,8 +183,8 @@ class CompactOsd:
 
 @dataclass(frozen=True)
 class RunExpire:
-    """Run the configured expiry rules now: ``rgwkeeper expire --yes`` (the purge engine), on a
-    full cluster with ``--raise-full-ratio`` (fill.expire_raise_full_ratio)."""
+    """Run the configured expiry rules now, in-process; the same as ``rgwkeeper expire --yes`` (the
+    command shown), on a full cluster with ``--raise-full-ratio`` (fill.expire_raise_full_ratio)."""
 
     reason: str = ""
     raise_full_ratio: float | None = None

@@ -15,14 +15,14 @@ import asyncio
 import time
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Protocol
 
 import structlog
 
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, DeepScrubPg, RemoveConfig, ReshardBucket, RestoreAll,
                                RunExpire, SetConfig, SetFlag, SetMinShards, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.cephcli import CephCli, extract_json, subprocess_runner
+from rgwkeeper.adapters.cephcli import CephCli
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.errors import CephError, RgwkeeperError
@@ -30,7 +30,6 @@ from rgwkeeper.journal import Journal, Override
 
 log = structlog.get_logger("rgwkeeper.executor")
 
-EXPIRE_CANCEL_GRACE_S = 30.0
 READBACK_TIMEOUT_S = 10.0  # OSDs pick up mon config changes asynchronously
 #: The longest one long action (reshard, compaction, expiry run) may take.
 LONG_TIMEOUT_S = 3600.0
@@ -74,15 +73,17 @@ def _not_ours(e: Override, present: bool, value: str | None) -> str:
             f"left as it is and kept in the journal; rgwkeeper restore --force {put_back}")
 
 
-def expire_outcome(stdout: str) -> dict[str, bool]:
-    """Bucket -> ok from ``rgwkeeper expire --json`` output (empty if it printed none)."""
-    try:
-        doc = extract_json(stdout)
-    except ValueError:
-        return {}
-    if not isinstance(doc, list):
-        return {}
-    return {str(d.get("bucket")): bool(d.get("ok")) for d in doc if isinstance(d, dict)}
+class ExpiryReport(Protocol):
+    """What one run of the configured expiry rules did (``rgwkeeper.purge.ExpiryOutcome``)."""
+
+    def per_bucket(self) -> dict[str, bool]: ...
+
+    def problem(self) -> str | None: ...
+
+
+#: Runs the configured expiry rules now, in-process; given the full ratio to raise to on a full
+#: cluster (None: refuse there). Built by the daemon from its cluster access (daemon/service.py).
+ExpireRunner = Callable[[float | None], Awaitable[ExpiryReport]]
 
 
 class Executor:
@@ -90,13 +91,12 @@ class Executor:
                  may_act: Callable[[], bool] = lambda: True, wall_clock: Callable[[], float] = time.time,
                  readback_timeout_s: float = READBACK_TIMEOUT_S, rgw: RadosgwAdmin | None = None,
                  s3: S3Adapter | None = None, ceph_cli: CephCli | None = None,
-                 rgwkeeper_cmd: list[str] | None = None, cli_flags: list[str] | None = None,
+                 expire: ExpireRunner | None = None,
                  long_timeout_s: float = LONG_TIMEOUT_S, on_progress: Callable[[], None] = lambda: None) -> None:
         self.rgw = rgw
         self.s3 = s3
         self.ceph_cli = ceph_cli
-        self.rgwkeeper_cmd = rgwkeeper_cmd
-        self.cli_flags = cli_flags or []
+        self.expire = expire
         self.long_timeout_s = long_timeout_s
         self.rados = rados
         self.journal = journal
@@ -278,27 +278,25 @@ class Executor:
 
     async def _expire(self, a: RunExpire) -> ActionResult:
         self._check_leader()
-        if not self.rgwkeeper_cmd:
-            return ActionResult(a.command(), False, "no rgwkeeper command configured")
-        argv = [*self.rgwkeeper_cmd, *a.args(), *self.cli_flags]
+        if self.expire is None:
+            return ActionResult(a.command(), False, "expiry needs the RGW endpoint and credentials (rgw.endpoint)")
         try:
-            # On shutdown the child gets SIGTERM and this long to take its lifecycle rule off and give a
-            # raised full ratio back (each bounded) before SIGKILL; within the daemon's default stop budget.
-            done = await subprocess_runner(argv, self.long_timeout_s, cancel_grace_s=EXPIRE_CANCEL_GRACE_S)
-        except CephError as exc:
+            report = await self.expire(a.raise_full_ratio)
+        except RgwkeeperError as exc:  # refused (a full cluster, no rules) or Ceph failed: one line
+            log.warning("expiry run", command=a.command(), reason=a.reason, error=str(exc))
             return ActionResult(a.command(), False, str(exc))
-        tail = (done.stderr.strip().splitlines() or [""])[-1][:300]
-        per_bucket = expire_outcome(done.stdout)
+        per_bucket = report.per_bucket()
         failed = [b for b, ok in per_bucket.items() if not ok]
-        ok = done.returncode == 0 and not failed
+        problem = report.problem()
+        ok = not failed and problem is None
         if failed:
             # Some buckets expired and some did not: say which, so a partial run is not read
             # as either "done" or "nothing happened".
-            detail = (f"partial: {len(failed)} of {len(per_bucket)} buckets failed ({', '.join(failed)}); "
-                      f"exit {done.returncode}" + (f": {tail}" if tail else ""))
+            detail = (f"partial: {len(failed)} of {len(per_bucket)} buckets failed ({', '.join(failed)})"
+                      + (f": {problem}" if problem else ""))
         else:
-            detail = f"exit {done.returncode}" + (f": {tail}" if tail else "")
-        (log.info if ok else log.warning)("expiry run", command=a.command(), exit=done.returncode, reason=a.reason,
+            detail = problem or f"expired {len(per_bucket)} bucket(s)"
+        (log.info if ok else log.warning)("expiry run", command=a.command(), reason=a.reason,
                                           buckets=len(per_bucket), failed_buckets=failed)
         return ActionResult(a.command(), ok, detail,
                             data={"expire_buckets": len(per_bucket), "expire_failed": failed} if per_bucket else {})

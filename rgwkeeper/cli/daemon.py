@@ -59,20 +59,9 @@ class _Session:
 @cluster_options
 def daemon(**kwargs: Any) -> None:
     """Run the reconciler service (systemd: Type=notify). Stops on SIGTERM, restoring overrides."""
-    config_path = kwargs.get("config_path")
     cfg, access = load_access(kwargs)
-    # What the daemon passes to the rgwkeeper commands it runs (rgwkeeper expire).
-    flags = ["--conf", str(access.conf), "--name", access.client_name]
-    if config_path:
-        flags += ["--config", str(config_path)]
-    if access.keyring:
-        flags += ["--keyring", str(access.keyring)]
-    if access.rgw_endpoint:
-        flags += ["--rgw-endpoint", access.rgw_endpoint]
-    if access.rgw_credentials_file:
-        flags += ["--rgw-credentials", str(access.rgw_credentials_file)]
     logs.setup(logs.explicit_level() or "info", stream=sys.stdout)
-    code = asyncio.run(service.run(cfg, access, flags))
+    code = asyncio.run(service.run(cfg, access))
     raise SystemExit(code)
 
 

@@ -15,7 +15,6 @@ import signal
 import socket
 import threading
 import time
-import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +34,7 @@ from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
 from rgwkeeper.daemon.metrics import Metrics
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
-from rgwkeeper.executor import LONG_TIMEOUT_S, Executor, NotLeader
+from rgwkeeper.executor import LONG_TIMEOUT_S, Executor, ExpireRunner, ExpiryReport, NotLeader
 from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
@@ -111,6 +110,26 @@ def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:
     log.info("created pool", pool=pool)
 
 
+def expiry_runner(cfg: Config, access: ClusterAccess, journal: Journal) -> ExpireRunner | None:
+    """The fill-triggered expiry, in-process: the purge engine's ``expire_configured`` on adapters
+    opened for the run and closed after it; a raise of the full ratio is journaled in the daemon's
+    own journal. None without an RGW endpoint and credentials (expiry needs S3)."""
+    if not (access.rgw_endpoint and access.rgw_credentials_file):
+        return None
+
+    async def run(raise_full_ratio: float | None) -> ExpiryReport:
+        from rgwkeeper import purge as purge_api  # boto3 only when expiry runs
+
+        io = await asyncio.to_thread(purge_api.open_io, access, cfg.purge)
+        try:
+            return await purge_api.expire_configured(io, cfg, raise_full_ratio=raise_full_ratio, journal=journal,
+                                                     holder=purge_api.holder_name())
+        finally:
+            await asyncio.to_thread(purge_api.close_io, io)
+
+    return run
+
+
 @dataclass
 class Service:
     cfg: Config
@@ -124,7 +143,6 @@ class Service:
     wall_clock: Callable[[], float] = time.time
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     s3: S3Adapter | None = None
-    cli_flags: list[str] = field(default_factory=list)
     host: str = field(default_factory=host_identity)
     monotonic: Callable[[], float] = time.monotonic
     #: Monotonic time of the last sign of progress: a pass started, an action started, a pass ended.
@@ -144,8 +162,7 @@ class Service:
         return Executor(self.rados, self.journal, holder=self.holder, lease_s=self.cfg.daemon.lease_s,
                         may_act=self.lease.is_leader, wall_clock=self.wall_clock, rgw=self.adapters.radosgw_admin,
                         s3=self.s3, ceph_cli=CephCli(self.access, "ceph"),
-                        rgwkeeper_cmd=[sys.executable, "-m", "rgwkeeper"], cli_flags=self.cli_flags,
-                        on_progress=self.progress)
+                        expire=expiry_runner(self.cfg, self.access, self.journal), on_progress=self.progress)
 
     def watchdog_ok(self, now: float) -> bool:
         return watchdog_ok(now, pass_running=self.pass_running, last_progress_at=self.last_progress_at,
@@ -304,7 +321,7 @@ def _hard_exit_timer(seconds: float) -> threading.Timer:
     return t
 
 
-async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = None) -> int:
+async def run(cfg: Config, access: ClusterAccess) -> int:
     """Start the daemon; returns the exit code."""
     # Credentials must be private files, or the daemon refuses to start.
     if access.keyring is not None:
@@ -339,7 +356,7 @@ async def run(cfg: Config, access: ClusterAccess, cli_flags: list[str] | None = 
 
             s3 = S3Adapter(make_client(access.rgw_endpoint, creds, timeout_s=access.timeout_s))
         svc = Service(cfg=cfg, access=access, rados=rados, journal=journal, lease=lease, adapters=adapters,
-                      metrics=metrics, instance_id=instance_id, s3=s3, cli_flags=cli_flags or [], host=host)
+                      metrics=metrics, instance_id=instance_id, s3=s3, host=host)
         return await _serve(svc)
     finally:
         if store is not None:

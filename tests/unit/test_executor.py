@@ -355,21 +355,52 @@ def test_restore_own_takes_this_hosts_and_legacy_entries_not_a_twin_hosts(cluste
     assert {e.holder for e in journal.overrides().values()} == {holder_name("a", "host2")}
 
 
-def _expire_cmd(stdout: str, code: int) -> list[str]:
-    """A stand-in for `rgwkeeper` that prints what `expire --yes --json` prints and exits."""
-    return ["sh", "-c", f"printf '%s' '{stdout}'; echo 'rgwkeeper: error: expire: ...' >&2; exit {code}", "rgwkeeper"]
+def _expire_runner(outcome, calls):
+    """Stands in for the purge engine's configured expiry (daemon/service.py builds the real one)."""
+    async def run(raise_full_ratio):
+        calls.append(raise_full_ratio)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+    return run
 
 
 def test_fill_triggered_expiry_reports_a_partial_failure_bucket_by_bucket(rados):
     from rgwkeeper.actions import RunExpire
+    from rgwkeeper.purge import ExpiryOutcome
+    from rgwkeeper.purge.execute import Check
+    from rgwkeeper.purge.expire import BucketFailure, ExpireResult
 
-    out = ('[{"bucket": "logs", "ok": true, "checks": []}, '
-           '{"bucket": "Legacy_Upper", "ok": false, "stage": "plan", "error": "not valid"}]')
-    ex, _ = make(rados, rgwkeeper_cmd=_expire_cmd(out, 1))
-    (result,) = run(ex.apply([RunExpire("raw fill 80% crossed 75%")]))
-    assert not result.ok
-    assert result.detail.startswith("partial: 1 of 2 buckets failed (Legacy_Upper); exit 1: rgwkeeper: error")
-    assert result.data == {"expire_buckets": 2, "expire_failed": ["Legacy_Upper"]}
-    ex, _ = make(rados, rgwkeeper_cmd=_expire_cmd('[{"bucket": "logs", "ok": true}]', 0))
-    (result,) = run(ex.apply([RunExpire("again")]))
-    assert result.ok and result.data == {"expire_buckets": 1, "expire_failed": []}
+    def result(bucket, ok):
+        return ExpireResult(bucket, ["r"], True, True, 10, 0 if ok else 10, 100, 0, 1.0,
+                            [Check("objects gone", "ok" if ok else "failed", "")])
+
+    calls = []
+    partial = ExpiryOutcome([result("logs", True)], [BucketFailure("Legacy_Upper", "plan", "not valid")], [])
+    ex, _ = make(rados, expire=_expire_runner(partial, calls))
+    (res,) = run(ex.apply([RunExpire("raw fill 80% crossed 75%", raise_full_ratio=0.96)]))
+    assert calls == [0.96] and not res.ok
+    assert res.detail == ("partial: 1 of 2 buckets failed (Legacy_Upper): 1 bucket(s) not expired (see above): "
+                          "Legacy_Upper (plan)")
+    assert res.data == {"expire_buckets": 2, "expire_failed": ["Legacy_Upper"]}
+    ex, _ = make(rados, expire=_expire_runner(ExpiryOutcome([result("logs", True)], [], []), calls))
+    (res,) = run(ex.apply([RunExpire("again")]))
+    assert calls == [0.96, None] and res.ok and res.detail == "expired 1 bucket(s)"
+    assert res.data == {"expire_buckets": 1, "expire_failed": []}
+    ex, _ = make(rados, expire=_expire_runner(ExpiryOutcome([result("logs", False)], [], []), calls))
+    (res,) = run(ex.apply([RunExpire("checks")]))
+    assert not res.ok and res.detail == "partial: 1 of 1 buckets failed (logs): 1 bucket(s) failed a check " \
+                                        "(see above): logs (objects gone)"
+
+
+def test_fill_triggered_expiry_without_rgw_or_refused_is_one_failed_line(rados):
+    from rgwkeeper.actions import RunExpire
+    from rgwkeeper.errors import CephError, UsageError
+
+    ex, _ = make(rados)
+    (res,) = run(ex.apply([RunExpire("fill")]))
+    assert not res.ok and "rgw.endpoint" in res.detail
+    for exc in (UsageError("no lifecycle rules: set purge.lifecycle_rules in the config"), CephError("osd pool ls", "timed out after 30 s")):
+        ex, _ = make(rados, expire=_expire_runner(exc, []))
+        (res,) = run(ex.apply([RunExpire("fill")]))
+        assert not res.ok and res.detail == str(exc)

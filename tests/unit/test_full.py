@@ -501,14 +501,25 @@ def test_removals_and_only_removals_carry_full_try(tmp_path):
         r.close()
 
 
-def test_the_daemons_expiry_passes_the_raise_and_reports_a_refusal_in_one_line():
-    # `rgwkeeper expire` stood in for by a shell that answers like the real one on a full cluster.
-    script = 'echo "rgwkeeper: error: expire refused: the cluster is full (OSD_FULL, POOL_FULL): args $*" >&2; exit 1'
+def test_the_daemons_expiry_runs_in_process_and_reports_a_refusal_in_one_line(tmp_path, monkeypatch):
+    from rgwkeeper.daemon.service import expiry_runner
+
+    w, io = full_world(tmp_path)
+    opened, closed = [], []
+    monkeypatch.setattr(purge_api, "open_io", lambda access, pcfg: opened.append(access) or io)
+    monkeypatch.setattr(purge_api, "close_io", closed.append)
+    cfg_file = tmp_path / "rgwkeeper.toml"
+    cfg_file.write_text(f'[purge]\nlifecycle_rules = [{{ bucket = "{w.bucket}", days = 1 }}]\n')
+    access = ClusterAccess(tmp_path / "ceph.conf", None, "client.admin", "http://rgw:8080", tmp_path / "creds")
+    assert expiry_runner(load(cfg_file), ClusterAccess(tmp_path / "c", None, "client.admin", None, None),
+                         Journal(MemoryStore())) is None
     ex = Executor(None, Journal(MemoryStore()), holder="d", lease_s=10,  # type: ignore[arg-type]
-                  rgwkeeper_cmd=["sh", "-c", script, "rgwkeeper"], long_timeout_s=10)
-    (result,) = asyncio.run(ex.apply([RunExpire("fill", raise_full_ratio=0.96)]))
-    assert not result.ok and result.command == "rgwkeeper expire --yes --json --raise-full-ratio 0.96"
-    assert "OSD_FULL" in result.detail and result.detail.endswith("--raise-full-ratio 0.96")
+                  expire=expiry_runner(load(cfg_file), access, Journal(MemoryStore())))
+    (result,) = asyncio.run(ex.apply([RunExpire("fill")]))
+    assert not result.ok and result.command == "rgwkeeper expire --yes --json"
+    assert "OSD_FULL" in result.detail and "--raise-full-ratio" in result.detail and "\n" not in result.detail
+    assert opened == [access] and closed == [io]  # the adapters are closed after a refusal too
+    assert w.log == []  # refused before any bucket was read
 
 
 def test_expire_on_a_full_cluster_refuses_at_once_and_its_dry_run_shows_the_raise(env, tmp_path, monkeypatch, capsys):
