@@ -142,7 +142,8 @@ def release(name: str) -> Release | None:
 
 WPQ_LEVERS = ("osd_scrub_sleep", "osd_scrub_load_threshold", "osd_max_scrubs", "nodeep-scrub")
 NO_LEVER_HELPED = ("measured on {version}: no lever lowered PUT p99 during a deep-scrub storm beyond the noise, "
-                   "so mClock is left to schedule scrub; nothing to throttle")
+                   "so mClock is left to schedule scrub; nothing to throttle (docs/architecture.md, "
+                   "\"Deep-scrub levers per release\")")
 
 
 @dataclass(frozen=True)
