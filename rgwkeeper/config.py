@@ -295,8 +295,8 @@ class FillSection:
     hysteresis: float = opt(0.02, "An alert clears only once used is this much below where it was raised.",
                             min=0.0, max=0.2)
     expire_at_ratio: float | None = opt(
-        None, "Raw used fraction at which the daemon runs the [purge] expire_rules now (rgwkeeper expire "
-        "--yes), once per crossing. Unset: never.", min=0.0, max=1.0)
+        None, "Raw used fraction at which the daemon runs the [purge] lifecycle_rules now (in-process, as "
+        "rgwkeeper expire --yes does), once per crossing. Unset: never.", min=0.0, max=1.0)
     rate_window_s: float = opt(3600.0, "Seconds of fill samples the projected time to nearfull is fitted on.",
                                min=60.0, max=30 * 86400.0)
     expire_raise_full_ratio: float | None = opt(

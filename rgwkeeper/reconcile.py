@@ -84,7 +84,11 @@ def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control
         actions = tuple(a for a in changes if isinstance(a, RestoreAll))
     else:
         actions = changes
-    memory = {"scrub_throttle": decision.memory.to_dict(), "fill": fill_d.memory}
+    # An expiry not sent (paused, gate closed) is not remembered as started, or it would wait
+    # for the next crossing.
+    fill_memory = fill_d.memory if all(a in actions for a in fill_d.actions) else {
+        **fill_d.memory, "expiry_started": bool((control.get("fill") or {}).get("expiry_started"))}
+    memory = {"scrub_throttle": decision.memory.to_dict(), "fill": fill_memory}
     # A request not sent (paused, gate closed) is not remembered as sent.
     memory["scrub_debt"] = (debt.memory if all(a in actions for a in debt.actions) else
                             scrub_debt.DebtMemory({pg: r for pg, r in debt.memory.requested.items()

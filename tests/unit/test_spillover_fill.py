@@ -99,3 +99,23 @@ def test_projected_time_to_nearfull():
     assert fill.projected_seconds([[0, 0.5], [100, 0.5]], 0.85) is None  # not filling
     assert fill.projected_seconds([[0, 0.5]], 0.85) is None
     assert fill.projected_seconds([[0, 0.8], [10, 0.9]], 0.85) == 0.0
+
+
+def test_an_expiry_the_gate_held_back_is_not_remembered_as_started():
+    """CI (Tentacle, a daemon's first pass): the gate was closed (a PG not yet active), the
+    expiry action was dropped, and the policy's memory said it had started, so it never ran."""
+    import dataclasses
+    from datetime import time as dtime
+
+    from rgwkeeper.config import Config
+    from rgwkeeper.reconcile import plan
+
+    cfg = dataclasses.replace(Config(), fill=FillSection(expire_at_ratio=0.0))
+    snap = parse(load_fixture("observation.json"))
+    paused = plan(snap, cfg, {}, {"paused": {"by": "op"}}, now=0.0, local_time=dtime(12))
+    assert not any(isinstance(a, RunExpire) for a in paused.actions)
+    assert not paused.memory["fill"]["expiry_started"]
+    sent = plan(snap, cfg, {}, {"fill": paused.memory["fill"]}, now=1.0, local_time=dtime(12))
+    assert [a for a in sent.actions if isinstance(a, RunExpire)] and sent.memory["fill"]["expiry_started"]
+    again = plan(snap, cfg, {}, {"fill": sent.memory["fill"]}, now=2.0, local_time=dtime(12))
+    assert not any(isinstance(a, RunExpire) for a in again.actions)  # once per crossing still
