@@ -42,7 +42,7 @@ from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, apply_expiry, expiry_problem,
                                     plan_expiry)
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
-from rgwkeeper.purge.plan import free_first
+from rgwkeeper.purge.plan import FreeWhileFull, free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
 from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
@@ -152,7 +152,7 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
     free = full.full and raise_to is None  # only the direct method goes on, freeing space first
 
     def refuse_unless_it_frees(p: Plan) -> None:
-        if free and not any(s.kind == "free_while_full" for s in p.steps):
+        if free and not p.has(FreeWhileFull):
             raise ClusterFull(full.refusal(what + f" (method {p.method})"))
     try:
         profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,

@@ -37,7 +37,9 @@ from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, is_tail, parse_refcount
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap, probe_loop, time_probe
-from rgwkeeper.purge.plan import Plan, Step, rate_cap_for
+from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
+                                  DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
+                                  LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 log = structlog.get_logger("rgwkeeper.purge")
@@ -314,7 +316,7 @@ class PurgeExecutor:
         probe_once: Callable[[], Awaitable[None]] | None = None
         # On a full cluster without a raise a probe write would wait out its timeout each time
         # (only removals carry full-try): the freeing run is not paced (docs/purge.md, "Full cluster").
-        freeing = any(s.kind == "free_while_full" for s in self.plan.steps)
+        freeing = self.plan.has(FreeWhileFull)
         if freeing and self.settings.paced:
             log.warning("purge pacing off: the cluster is full and probe writes would wait", plan=self.plan.plan_id)
         if self.settings.paced and self._data is not None and not freeing:
@@ -344,11 +346,11 @@ class PurgeExecutor:
                 log.info("purge step", plan=self.plan.plan_id, bucket=self.plan.profile.bucket, step=step.kind,
                          index=i + 1, of=len(self.plan.steps))
                 started = self.clock()
-                if step.kind == "verify":
+                if isinstance(step, Verify):
                     self._space_free_at = self._space_free_at or self.clock()
                     checks = await self.verify(step)
                 else:
-                    await getattr(self, f"_step_{step.kind}")(step)
+                    await STEP_HANDLERS[type(step)](self, step)
                 self._step_s[step.kind] = round(self.clock() - started, 3)
                 self.state.step = i + 1
                 self.state.cursor = {}
@@ -394,23 +396,23 @@ class PurgeExecutor:
         return report
 
     # -- steps --------------------------------------------------------------------------------
-    async def _step_fence(self, step: Step) -> None:
+    async def _step_fence(self, step: Fence) -> None:
         b = self.plan.profile.bucket
         await self._retry("set bucket quota", lambda: self.io.admin_api.set_bucket_quota(
-            step.params["owner"], b, max_objects=0, max_size_kb=0, enabled=True))
+            step.owner, b, max_objects=0, max_size_kb=0, enabled=True))
         stats = await self._retry("bucket stats", lambda: self.io.admin_api.bucket_stats(b))
         quota = stats.get("bucket_quota", {})
         if not (quota.get("enabled") and quota.get("max_objects") == 0):
             raise PurgeFailed("fence writes", f"bucket quota reads back as {quota}, not enabled with 0 objects")
 
-    async def _step_free_while_full(self, step: Step) -> None:
+    async def _step_free_while_full(self, step: FreeWhileFull) -> None:
         """On a full cluster: remove head-only objects with librados full-try (removals free space
         there; RGW's own writes wait), then wait a bounded time for usage to fall below the full
         ratio before the steps that need RGW to write. Still full: stop, say what is left."""
         p = self.plan.profile
         assert self._data is not None
         freed = freed_bytes = 0
-        async for entries, _ in self._pages({"strategy": "s3", "versions": False}, {}):
+        async for entries, _ in self._pages(EVERYTHING, {}):
             remove, _gone, _others = await self._head_only(entries)
             rets = await self._rados_many(self._data.remove_many, [o for _, o in remove])
             for (e, obj), ret in zip(remove, rets):
@@ -421,7 +423,7 @@ class PurgeExecutor:
         # Counted as deleted by delete_objects, which finds these heads gone.
         self._count(freed_while_full=freed, bytes_deleted=freed_bytes)
         self._save(force=True)
-        wait_s = float(step.params.get("wait_s", self.settings.full_wait_s))
+        wait_s = step.wait_s
         deadline = self.clock() + wait_s
         while True:
             full = await read_full_state(self.io.rados)
@@ -436,24 +438,24 @@ class PurgeExecutor:
                     "--raise-full-ratio R to finish (it resumes from its checkpoint)")
             await self._sleep(min(FULL_POLL_S, max(0.0, deadline - self.clock())))
 
-    async def _step_drop_lifecycle(self, step: Step) -> None:
+    async def _step_drop_lifecycle(self, step: DropLifecycle) -> None:
         b = self.plan.profile.bucket
         await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
         if await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b):
             raise PurgeFailed(f"DeleteBucketLifecycle {b}", "the bucket still has lifecycle rules")
 
-    async def _uploads(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        cutoff = params.get("cutoff_s")
+    async def _uploads(self, scope: Scope) -> list[dict[str, Any]]:
+        cutoff = scope.cutoff_s
 
         def listing() -> list[dict[str, Any]]:
-            return [u for u in self.io.s3.iter_uploads(self.plan.profile.bucket, params.get("prefix"))
+            return [u for u in self.io.s3.iter_uploads(self.plan.profile.bucket, scope.prefix)
                     if cutoff is None or u["Initiated"].timestamp() < cutoff]
 
         return await self._retry("ListMultipartUploads", lambda: self._thread(listing))
 
-    async def _step_abort_uploads(self, step: Step) -> None:
+    async def _step_abort_uploads(self, step: AbortUploads) -> None:
         b = self.plan.profile.bucket
-        uploads = await self._uploads(step.params)
+        uploads = await self._uploads(step.scope)
         limiter = self._s3_limiter()
 
         async def abort(u: dict[str, Any]) -> None:
@@ -462,28 +464,28 @@ class PurgeExecutor:
 
         await asyncio.gather(*(abort(u) for u in uploads))
         self._count(uploads_aborted=len(uploads))
-        left = await self._uploads(step.params)
+        left = await self._uploads(step.scope)
         if left:
             raise PurgeFailed(f"AbortMultipartUpload {b}", f"{len(left)} uploads still listed after aborting them")
 
     # The main loop: list once, page by page (the next page is fetched while this one is
     # worked on), delete, and checkpoint each page once it and every page before it are done.
-    async def _step_delete_objects(self, step: Step, *, sweep: bool = False) -> None:
-        params = step.params
+    async def _step_delete_objects(self, step: DeleteObjects, *, sweep: bool = False) -> None:
         limiter = self._s3_limiter()
         # Head work of up to 3 pages overlaps (one stats while another removes).
         page_slots = asyncio.Semaphore(3)
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
         try:
-            async for entries, resume_at in self._pages(params, self.state.cursor if not sweep else {}):
-                entries = [e for e in entries if _matches(e, params)]
+            async for entries, resume_at in self._pages(step.scope, self.state.cursor if not sweep else {},
+                                                        versions=step.versions, recheck=step.recheck):
+                entries = [e for e in entries if step.scope.matches(e)]
                 tasks = []
-                if params["strategy"] == "direct":
+                if step.strategy == "direct":
                     await page_slots.acquire()
                     tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep)))
                 else:
                     for chunk in _chunks(entries, self._batch_keys()):
-                        tasks.append(await self._start_batch(chunk, limiter, params))
+                        tasks.append(await self._start_batch(chunk, limiter, step.scope if step.recheck else None))
                 pending.append((resume_at, tasks))
                 await self._settle(pending, block=False, sweep=sweep)
             await self._settle(pending, block=True, sweep=sweep)
@@ -505,7 +507,7 @@ class PurgeExecutor:
         await asyncio.gather(*batches)
 
     async def _start_batch(self, chunk: list[dict[str, Any]], limiter: Limiter,
-                           params: Mapping[str, Any] | None = None) -> asyncio.Task[None]:
+                           recheck: Scope | None = None) -> asyncio.Task[None]:
         """Wait for a slot in flight, then for the cap's time slot, and send one DeleteObjects.
         The cap comes second: a batch that waited for its time slot while every slot in flight
         was busy would leave together with the next one."""
@@ -516,7 +518,7 @@ class PurgeExecutor:
             await limiter.release()
             raise
         limiter.restart(started)  # the cap's wait is not busy time: pacing pauses after busy time
-        return asyncio.create_task(self._s3_batch(chunk, limiter, params))
+        return asyncio.create_task(self._s3_batch(chunk, limiter, recheck))
 
     async def _settle(self, pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]], *, block: bool,
                       sweep: bool) -> None:
@@ -534,13 +536,12 @@ class PurgeExecutor:
                 self._save()
             self._progress()
 
-    async def _pages(self, params: Mapping[str, Any],
-                     cursor: Mapping[str, Any]) -> AsyncIterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    async def _pages(self, scope: Scope, cursor: Mapping[str, Any], *, versions: bool = False,
+                     recheck: bool = False) -> AsyncIterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
         """Pages of the listing with, for each, where a listing resumes after it. The next page is
         fetched while the caller works on this one. A listing that fails (RGW restarting) is
         started again from the last page it returned: a generator that raised is finished."""
         b = self.plan.profile.bucket
-        versions = bool(params.get("versions"))
         done = object()
         listing: dict[str, Any] = {"it": None, "resume": dict(cursor)}
 
@@ -550,14 +551,14 @@ class PurgeExecutor:
                 size = self.plan.tuning.list_page_size
                 if self.settings.paced:  # a 1,000-key listing is itself a burst of RGW and index work
                     size = min(size, PACED_LIST_PAGE)
-                if self._cap.rate > 0 and not params.get("recheck"):
+                if self._cap.rate > 0 and not recheck:
                     # Progress and the checkpoint move per page: a few seconds' work. Not with a
                     # filter: few keys may match, and small pages would multiply the listing.
                     size = min(size, max(CAPPED_PAGE_MIN, int(self._cap.rate * CAPPED_PAGE_S)))
                 listing["it"] = (
-                    self.io.s3.iter_version_pages(b, params.get("prefix"), key_marker=r.get("key_marker"),
+                    self.io.s3.iter_version_pages(b, scope.prefix, key_marker=r.get("key_marker"),
                                                   version_marker=r.get("version_marker"), page_size=size)
-                    if versions else self.io.s3.iter_pages(b, params.get("prefix"), start_after=r.get("start_after"),
+                    if versions else self.io.s3.iter_pages(b, scope.prefix, start_after=r.get("start_after"),
                                                            page_size=size))
             try:
                 page = next(listing["it"], done)
@@ -637,7 +638,7 @@ class PurgeExecutor:
             self._count(objects_deleted=len(remove), bytes_deleted=removed_bytes)
         return others
 
-    async def _recheck(self, chunk: list[dict[str, Any]], params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def _recheck(self, chunk: list[dict[str, Any]], scope: Scope) -> list[dict[str, Any]]:
         """The entries of ``chunk`` that still match the filter: each key that can be written
         again in place (no version id, or "null") is HEADed; one that is gone or no longer
         matches (written again since the listing: newer, another size) is left alone and
@@ -652,22 +653,21 @@ class PurgeExecutor:
             # The object as it is now decides, not its ETag: one written again that still
             # matches (a size filter) is what the purge was asked to delete; the verify step
             # would find it left behind otherwise.
-            return head is not None and _matches(
-                {"LastModified": head["LastModified"], "Size": head.get("ContentLength")}, params)
+            return head is not None and scope.matches(
+                {"LastModified": head["LastModified"], "Size": head.get("ContentLength")})
 
         keep = await asyncio.gather(*(still(e) for e in chunk))
         if not all(keep):
             self._count(kept_rewritten=len(chunk) - sum(keep))
         return [e for e, k in zip(chunk, keep) if k]
 
-    async def _s3_batch(self, chunk: list[dict[str, Any]], limiter: Limiter,
-                        params: Mapping[str, Any] | None = None) -> None:
-        """One DeleteObjects request; the caller acquired ``limiter``, released here."""
-        params = params or {}
+    async def _s3_batch(self, chunk: list[dict[str, Any]], limiter: Limiter, recheck: Scope | None = None) -> None:
+        """One DeleteObjects request; the caller acquired ``limiter``, released here. ``recheck``:
+        each key is HEADed first and kept unless it still falls in this scope."""
         b = self.plan.profile.bucket
         try:
-            if params.get("recheck"):
-                chunk = await self._recheck(chunk, params)
+            if recheck is not None:
+                chunk = await self._recheck(chunk, recheck)
             objects = [{"Key": e["Key"], **({"VersionId": e["VersionId"]} if e.get("VersionId") else {})}
                        for e in chunk]
             errors = await self._s3("DeleteObjects", self.io.s3.delete_batch, b, objects) if objects else []
@@ -681,9 +681,8 @@ class PurgeExecutor:
         self._count(objects_deleted=len(chunk) - markers, delete_markers_deleted=markers, via_s3=len(chunk),
                     bytes_deleted=sum(e.get("Size", 0) for e in chunk))
 
-    async def _step_gc_process(self, step: Step) -> None:
-        for args in step.admin:
-            await self._admin(args, long=True)
+    async def _step_gc_process(self, step: GcProcess) -> None:
+        await self._admin(step.gc, long=True)
         self._space_free_at = self.clock()
 
     async def _index_stats(self) -> dict[str, Any]:
@@ -693,7 +692,7 @@ class PurgeExecutor:
         cluster, a sixth to a third of a 3,000-object direct purge (docs/purge.md, "Measured")."""
         return await self._retry("bucket stats", lambda: self.io.admin_api.bucket_stats(self.plan.profile.bucket))
 
-    async def _step_drop_bucket(self, step: Step) -> None:
+    async def _step_drop_bucket(self, step: DropBucket) -> None:
         p = self.plan.profile
         try:
             stats = await self._index_stats()
@@ -713,9 +712,8 @@ class PurgeExecutor:
                             expected=self.counters.get("index_left", 0), uploads=uploads)
                 self.counters["index_left"] = 0
                 if uploads:
-                    await self._step_abort_uploads(next(s for s in self.plan.steps if s.kind == "abort_uploads"))
-                await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
-                                                sweep=True)
+                    await self._step_abort_uploads(self.plan.step(AbortUploads))
+                await self._step_delete_objects(self.plan.step(DeleteObjects), sweep=True)
                 self._count(sweeps=1)
                 stats = await self._index_stats()
                 usage = stats.get("usage", {})
@@ -726,32 +724,32 @@ class PurgeExecutor:
                     raise PurgeFailed(f"drop bucket {p.bucket}", f"after a sweep the index still counts {in_index} "
                                       f"objects and {uploads} uploads, but {self.counters.get('index_left', 0)} "
                                       "heads were removed; the index was left in place")
-        if step.params.get("drop") == "empty-index":
+        if step.through_rgw:
             return await self._drop_through_rgw(step, bucket_gone=stats is None)
-        rm_entry, rm_instance, sync, gc = step.admin
+        assert step.entry_rm is not None and step.instance_rm is not None  # DropBucket checks it
         # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
         # the bucket's metadata: run it alongside.
-        gc_task = asyncio.ensure_future(self._admin(gc, long=True))
+        gc_task = asyncio.ensure_future(self._admin(step.gc, long=True))
         try:
             shards = [(o, "") for o in p.index_shards]
             rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
             bad = [(o, r) for (o, _), r in zip(shards, rets) if r not in (0, -errno.ENOENT)]
             if bad:
                 raise PurgeFailed(f"{p.index_pool}/{bad[0][0]} remove", errno.errorcode.get(-bad[0][1], str(bad[0][1])))
-            await asyncio.gather(self._admin(rm_entry, missing_ok=True), self._admin(rm_instance, missing_ok=True))
-            await self._admin(sync)
+            await asyncio.gather(self._admin(step.entry_rm, missing_ok=True),
+                                 self._admin(step.instance_rm, missing_ok=True))
+            await self._admin(step.stats_sync)
         finally:
             await asyncio.gather(gc_task, return_exceptions=True)
         gc_task.result()
         self._space_free_at = self.clock()
 
-    async def _drop_through_rgw(self, step: Step, *, bucket_gone: bool) -> None:
+    async def _drop_through_rgw(self, step: DropBucket, *, bucket_gone: bool) -> None:
         """The drop where `metadata rm` keeps the bucket instance (plan.DIRECT_DROP): the index,
         checked above to hold only entries of removed heads, is emptied in place and RGW deletes
         the empty bucket. ``bucket_gone``: an earlier run got past DeleteBucket."""
         p = self.plan.profile
-        sync, gc = step.admin
-        gc_task = asyncio.ensure_future(self._admin(gc, long=True))
+        gc_task = asyncio.ensure_future(self._admin(step.gc, long=True))
         try:
             if not bucket_gone:
                 index = self.io.bulk(p.index_pool)
@@ -770,13 +768,13 @@ class PurgeExecutor:
                     await self._s3("DeleteBucket", self.io.s3.delete_bucket, p.bucket)
                 except NotFound:
                     pass  # deleted by an earlier run
-            await self._admin(sync)
+            await self._admin(step.stats_sync)
         finally:
             await asyncio.gather(gc_task, return_exceptions=True)
         gc_task.result()
         self._space_free_at = self.clock()
 
-    async def _step_delete_bucket(self, step: Step) -> None:
+    async def _step_delete_bucket(self, step: DeleteBucket) -> None:
         b = self.plan.profile.bucket
         for attempt in range(2):
             try:
@@ -788,20 +786,19 @@ class PurgeExecutor:
                     raise
                 # Something was written after the listing (before the fence): list again.
                 log.warning("purge bucket not empty, listing again", bucket=b)
-                await self._step_delete_objects(next(s for s in self.plan.steps if s.kind == "delete_objects"),
-                                                sweep=True)
+                await self._step_delete_objects(self.plan.step(DeleteObjects), sweep=True)
                 continue
-            await asyncio.gather(*(self._admin(args, long=True) for args in step.admin))
+            await asyncio.gather(self._admin(step.stats_sync, long=True), self._admin(step.gc, long=True))
             self._space_free_at = self.clock()
             return
 
-    async def _step_prove_head_only(self, step: Step) -> None:
+    async def _step_prove_head_only(self, step: ProveHeadOnly) -> None:
         p = self.plan.profile
         assert self._data is not None
-        if await self._uploads(step.params):
+        if await self._uploads(step.scope):
             raise UsageError(f"--bypass-gc refused: {p.bucket!r} has incomplete multipart uploads, whose parts "
                              "are tails (tracker 73348); use --method auto; nothing was changed")
-        pages = self._pages({"strategy": "s3", "versions": False}, {})
+        pages = self._pages(EVERYTHING, {})
         async for entries, _ in pages:
             objs = [head_oid(p.marker, e["Key"]) for e in entries]
             sizes = await self._data.stat_many(objs, window=self.plan.tuning.rados_ops_in_flight)
@@ -812,11 +809,10 @@ class PurgeExecutor:
                                      "objects, which --bypass-gc would delete even if copies in other buckets "
                                      "share them (tracker 73348); use --method auto; nothing was changed")
 
-    async def _step_admin_bucket_rm(self, step: Step) -> None:
-        rm, sync = step.admin
-        await self._while_polling(self._admin(rm, long=True))
+    async def _step_admin_bucket_rm(self, step: AdminBucketRm) -> None:
+        await self._while_polling(self._admin(step.bucket_rm, long=True))
         self._space_free_at = self.clock()
-        await self._admin(sync)
+        await self._admin(step.stats_sync)
 
     async def _while_polling(self, work: Awaitable[_T]) -> _T:
         """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
@@ -853,26 +849,26 @@ class PurgeExecutor:
             self.counters["bytes_deleted"] = p.size_bytes
         return result
 
-    async def _step_lifecycle_apply(self, step: Step) -> None:
+    async def _step_lifecycle_apply(self, step: LifecycleApply) -> None:
         b = self.plan.profile.bucket
         if "previous_rules" not in self.state.memo:
             previous = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
             self.state.memo["previous_rules"] = [r for r in previous if not str(r.get("ID", "")).startswith(
                 f"{lc.RULE_ID_PREFIX}purge-")]
             self._save(force=True)  # before the change: a crash must still be able to restore them
-        merged = lc.merge(self.state.memo["previous_rules"], list(step.params["rules"]))
+        merged = lc.merge(self.state.memo["previous_rules"], list(step.rules))
         await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, merged)
         got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
         if not lc.same_rules(got, merged):
             raise PurgeFailed(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
 
-    async def _step_lc_process(self, step: Step) -> None:
+    async def _step_lc_process(self, step: LcProcess) -> None:
         # lc process exits 0 even when another LC worker held the bucket: lcrun reads it back.
         await self._while_polling(lcrun.process_now(
             self.io.rgw, self.plan.profile.bucket, timeout_s=self.plan.tuning.long_timeout_s,
             busy_wait_s=self.settings.lc_busy_wait_s, poll_s=self.settings.lc_poll_s))
 
-    async def _step_lifecycle_restore(self, step: Step) -> None:
+    async def _step_lifecycle_restore(self, step: LifecycleRestore | None = None) -> None:
         b = self.plan.profile.bucket
         previous = self.state.memo.get("previous_rules", [])
         if previous:
@@ -886,10 +882,10 @@ class PurgeExecutor:
     def _lifecycle_window(self) -> tuple[int, int] | None:
         """(lifecycle_apply, lifecycle_restore) step indexes while the purge's expire-everything
         rule may be on the bucket (put, or being put, and not yet taken off), else None."""
-        kinds = [s.kind for s in self.plan.steps]
-        if "lifecycle_apply" not in kinds or "previous_rules" not in self.state.memo:
+        kinds = [type(s) for s in self.plan.steps]
+        if LifecycleApply not in kinds or "previous_rules" not in self.state.memo:
             return None
-        apply_i, restore_i = kinds.index("lifecycle_apply"), kinds.index("lifecycle_restore")
+        apply_i, restore_i = kinds.index(LifecycleApply), kinds.index(LifecycleRestore)
         return (apply_i, restore_i) if apply_i <= self.state.step <= restore_i else None
 
     async def _undo_lifecycle_rule(self) -> None:
@@ -904,9 +900,8 @@ class PurgeExecutor:
             return
         apply_i, restore_i = window
         b = self.plan.profile.bucket
-        restore = self.plan.steps[restore_i]
         try:
-            await asyncio.wait_for(self._step_lifecycle_restore(restore), LIFECYCLE_UNDO_TIMEOUT_S)
+            await asyncio.wait_for(self._step_lifecycle_restore(), LIFECYCLE_UNDO_TIMEOUT_S)
         except (Exception, asyncio.CancelledError) as exc:  # a second interrupt ends the attempt too
             self.state.memo["lifecycle_left_on"] = self._lifecycle_put_back_command()
             log.error(f"the purge's lifecycle rule is still on bucket {b}: RGW goes on expiring with it until the "
@@ -932,10 +927,10 @@ class PurgeExecutor:
         return shlex.join([*aws, "delete-bucket-lifecycle", "--bucket", b])
 
     # -- the end state ----------------------------------------------------------------------
-    async def verify(self, step: Step) -> list[Check]:
-        if step.params.get("whole_bucket"):
+    async def verify(self, step: Verify) -> list[Check]:
+        if step.whole_bucket:
             return await self._verify_bucket_gone()
-        return await self._verify_prefix_empty(step.params)
+        return await self._verify_prefix_empty(step.scope)
 
     async def _verify_bucket_gone(self) -> list[Check]:
         p = self.plan.profile
@@ -1023,26 +1018,26 @@ class PurgeExecutor:
                          f"{len(ours)} GC entries still hold objects of the bucket (space not yet free)")
         return Check("GC processed", "ok", f"no GC entry for {prefix}* ({len(entries)} entries in all)")
 
-    async def _verify_prefix_empty(self, params: Mapping[str, Any]) -> list[Check]:
+    async def _verify_prefix_empty(self, scope: Scope) -> list[Check]:
         p = self.plan.profile
         versions = p.versioning != "off"
 
         def left() -> list[dict[str, Any]]:
             out = []
             if versions:
-                for entries, _ in self.io.s3.iter_version_pages(p.bucket, params.get("prefix")):
-                    out += [e for e in entries if _matches(e, params)]
+                for entries, _ in self.io.s3.iter_version_pages(p.bucket, scope.prefix):
+                    out += [e for e in entries if scope.matches(e)]
             else:
-                for entries in self.io.s3.iter_pages(p.bucket, params.get("prefix")):
-                    out += [e for e in entries if _matches(e, params)]
+                for entries in self.io.s3.iter_pages(p.bucket, scope.prefix):
+                    out += [e for e in entries if scope.matches(e)]
             return out
 
         remaining = await self._retry("list", lambda: self._thread(left))
         what = "versions or delete markers" if versions else "objects"
         checks = [Check(f"no matching {what} left", "failed" if remaining else "ok",
                         f"{len(remaining)} left, e.g. {remaining[0]['Key'][:80]!r}" if remaining else
-                        f"none under {params.get('prefix') or 'the bucket'}")]
-        uploads = await self._uploads(params)
+                        f"none under {scope.prefix or 'the bucket'}")]
+        uploads = await self._uploads(scope)
         checks.append(Check("no matching incomplete uploads", "failed" if uploads else "ok",
                             f"{len(uploads)} left" if uploads else "none"))
         # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
@@ -1057,23 +1052,26 @@ def _parse_time(text: Any) -> float | None:
         return None
 
 
-def _matches(e: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
-    cutoff = params.get("cutoff_s")
-    if cutoff is not None and e["LastModified"].timestamp() >= cutoff:
-        return False
-    size = e.get("Size")
-    larger, smaller = params.get("larger_than"), params.get("smaller_than")
-    if (larger is not None or smaller is not None) and size is None:
-        return False  # a delete marker has no size: a size filter leaves it alone
-    if larger is not None and size <= larger:
-        return False
-    if smaller is not None and size >= smaller:
-        return False
-    return True
-
-
 async def execute(plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
                   settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:
     """Run ``plan`` (resuming ``state`` if given) and return the read-back report."""
     return await PurgeExecutor(plan, io, checkpoint=checkpoint, state=state, settings=settings,
                                on_progress=on_progress).run()
+
+
+#: Each step kind's handler; verify is run apart (it returns the end-state checks).
+STEP_HANDLERS: dict[type[Step], Callable[[PurgeExecutor, Any], Awaitable[None]]] = {
+    Fence: PurgeExecutor._step_fence,
+    FreeWhileFull: PurgeExecutor._step_free_while_full,
+    DropLifecycle: PurgeExecutor._step_drop_lifecycle,
+    AbortUploads: PurgeExecutor._step_abort_uploads,
+    DeleteObjects: PurgeExecutor._step_delete_objects,
+    GcProcess: PurgeExecutor._step_gc_process,
+    DropBucket: PurgeExecutor._step_drop_bucket,
+    DeleteBucket: PurgeExecutor._step_delete_bucket,
+    ProveHeadOnly: PurgeExecutor._step_prove_head_only,
+    AdminBucketRm: PurgeExecutor._step_admin_bucket_rm,
+    LifecycleApply: PurgeExecutor._step_lifecycle_apply,
+    LcProcess: PurgeExecutor._step_lc_process,
+    LifecycleRestore: PurgeExecutor._step_lifecycle_restore,
+}

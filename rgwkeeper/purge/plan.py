@@ -32,8 +32,8 @@ import hashlib
 import json
 import shlex
 from urllib.parse import urlencode
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.adapters.adminapi import AdminApi
@@ -139,22 +139,285 @@ class Tuning:
     list_page_size: int = 1000  # keys per listing page; a checkpoint follows each finished page
 
 
+Argv = tuple[str, ...]  # a radosgw-admin argv tail (rgwkeeper.adapters.radosgw_admin builds them)
+
+
 @dataclass(frozen=True)
+class Scope:
+    """Which objects a step reaches: under a prefix, last modified before a cutoff (epoch
+    seconds, on RGW's clock), within a size range (bytes, strict). Empty: every object."""
+
+    prefix: str | None = None
+    cutoff_s: float | None = None
+    larger_than: int | None = None
+    smaller_than: int | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """An age or size filter decided from a listing (a key written since may no longer match)."""
+        return self.cutoff_s is not None or self.larger_than is not None or self.smaller_than is not None
+
+    def matches(self, entry: Mapping[str, Any]) -> bool:
+        """Does a listing entry (or a HEAD's LastModified and Size) fall in the scope's filters?"""
+        if self.cutoff_s is not None and entry["LastModified"].timestamp() >= self.cutoff_s:
+            return False
+        size = entry.get("Size")
+        if (self.larger_than is not None or self.smaller_than is not None) and size is None:
+            return False  # a delete marker has no size: a size filter leaves it alone
+        if self.larger_than is not None and size <= self.larger_than:
+            return False
+        if self.smaller_than is not None and size >= self.smaller_than:
+            return False
+        return True
+
+
+EVERYTHING = Scope()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
-    kind: str
+    """One step of a plan: what it does (``summary``) and every call it makes, as shown in the
+    dry run. One subclass per kind, with its parameters as typed fields; the executor
+    dispatches on the class (``execute.STEP_HANDLERS``)."""
+
+    kind: ClassVar[str] = ""
     summary: str
-    admin: tuple[tuple[str, ...], ...] = ()  # radosgw-admin argv tails, run in this order
     calls: tuple[str, ...] = ()  # S3 and librados calls, as they will be made
-    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        """The radosgw-admin argv tails the step runs, in this order."""
+        return ()
 
     def to_dict(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in ("summary", "calls"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Scope):
+                params.update(asdict(value))  # flat: prefix, cutoff_s, larger_than, smaller_than
+            elif f.name in self._argv_fields():
+                params[f.name] = list(value) if value is not None else None
+            else:
+                params[f.name] = value
         return {"kind": self.kind, "summary": self.summary, "admin": [list(a) for a in self.admin],
-                "calls": list(self.calls), "params": dict(self.params)}
+                "calls": list(self.calls), "params": params}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Step":
-        return cls(kind=d["kind"], summary=d["summary"], admin=tuple(tuple(a) for a in d["admin"]),
-                   calls=tuple(d["calls"]), params=dict(d["params"]))
+    def _argv_fields(cls) -> tuple[str, ...]:
+        """The step's radosgw-admin argv fields, in the order they run (and were once stored)."""
+        return ()
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Step":
+        try:
+            cls = STEP_TYPES[d["kind"]]
+        except KeyError:
+            raise ValueError(f"unknown step kind {d.get('kind')!r}") from None
+        params = dict(d.get("params") or {})
+        argvs = cls._argv_fields()
+        if argvs and not all(n in params for n in argvs):
+            # A checkpoint written before steps were typed kept only the argv list, in run order.
+            legacy = [tuple(a) for a in d.get("admin", [])]
+            params.update(cls._legacy_argvs(legacy, params))
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in ("summary", "calls"):
+                continue
+            if f.name == "scope":
+                kw["scope"] = Scope(**{k: params.get(k) for k in ("prefix", "cutoff_s", "larger_than",
+                                                                   "smaller_than")})
+            elif f.name in argvs:
+                kw[f.name] = tuple(params[f.name]) if params.get(f.name) is not None else None
+            elif f.name == "rules":
+                kw["rules"] = tuple(params.get("rules") or ())
+            elif f.name in params:
+                kw[f.name] = params[f.name]
+        return cls(summary=d["summary"], calls=tuple(d.get("calls", ())), **kw)
+
+    @classmethod
+    def _legacy_argvs(cls, admin: list[Argv], params: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(zip(cls._argv_fields(), admin))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fence(Step):
+    """A bucket quota of 0 objects and 0 bytes: nothing new lands while the bucket is purged."""
+
+    kind: ClassVar[str] = "fence"
+    owner: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreeWhileFull(Step):
+    """On a full cluster: remove head-only objects with librados full-try, then wait for usage
+    to fall below the full ratio for at most ``wait_s``."""
+
+    kind: ClassVar[str] = "free_while_full"
+    wait_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class DropLifecycle(Step):
+    kind: ClassVar[str] = "drop_lifecycle"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AbortUploads(Step):
+    kind: ClassVar[str] = "abort_uploads"
+    scope: Scope = EVERYTHING
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteObjects(Step):
+    """List once and delete: ``direct`` removes proven head-only objects with librados and sends
+    the rest to S3; ``s3`` sends everything to S3 DeleteObjects. ``recheck``: HEAD each key again
+    right before its batch (the scope has an age or size filter)."""
+
+    kind: ClassVar[str] = "delete_objects"
+    scope: Scope = EVERYTHING
+    strategy: str = "s3"  # "s3" | "direct"
+    versions: bool = False
+    recheck: bool = False
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("s3", "direct"):
+            raise ValueError(f"delete_objects strategy {self.strategy!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GcProcess(Step):
+    kind: ClassVar[str] = "gc_process"
+    gc: Argv
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        return (self.gc,)
+
+    @classmethod
+    def _argv_fields(cls) -> tuple[str, ...]:
+        return ("gc",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteBucket(Step):
+    """S3 DeleteBucket of the emptied bucket, then the owner's stats resynced and GC run."""
+
+    kind: ClassVar[str] = "delete_bucket"
+    stats_sync: Argv
+    gc: Argv
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        return (self.stats_sync, self.gc)
+
+    @classmethod
+    def _argv_fields(cls) -> tuple[str, ...]:
+        return ("stats_sync", "gc")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DropBucket(Step):
+    """The direct method's drop. ``through_rgw``: the index shards are emptied in place and RGW
+    deletes the empty bucket (DIRECT_DROP "empty-index"); else the shards are removed and the
+    entrypoint and instance dropped with ``metadata rm`` (``entry_rm``, ``instance_rm``)."""
+
+    kind: ClassVar[str] = "drop_bucket"
+    owner: str
+    through_rgw: bool = False
+    entry_rm: Argv | None = None
+    instance_rm: Argv | None = None
+    stats_sync: Argv
+    gc: Argv
+
+    def __post_init__(self) -> None:
+        if self.through_rgw != (self.entry_rm is None and self.instance_rm is None) or \
+                (self.entry_rm is None) != (self.instance_rm is None):
+            raise ValueError("drop_bucket: metadata rm argvs go with through_rgw=False, and only with it")
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        return tuple(a for a in (self.entry_rm, self.instance_rm, self.stats_sync, self.gc) if a is not None)
+
+    @classmethod
+    def _argv_fields(cls) -> tuple[str, ...]:
+        return ("entry_rm", "instance_rm", "stats_sync", "gc")
+
+    @classmethod
+    def _legacy_argvs(cls, admin: list[Argv], params: Mapping[str, Any]) -> dict[str, Any]:
+        if params.get("drop") == "empty-index":  # stored as {"drop": "empty-index"}, admin (sync, gc)
+            return {"through_rgw": True, "entry_rm": None, "instance_rm": None,
+                    **dict(zip(("stats_sync", "gc"), admin))}
+        return dict(zip(cls._argv_fields(), admin))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProveHeadOnly(Step):
+    """Read-only proof for --bypass-gc: no object has tails and no upload is pending."""
+
+    kind: ClassVar[str] = "prove_head_only"
+    scope: Scope = EVERYTHING
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdminBucketRm(Step):
+    kind: ClassVar[str] = "admin_bucket_rm"
+    bucket_rm: Argv
+    stats_sync: Argv
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        return (self.bucket_rm, self.stats_sync)
+
+    @classmethod
+    def _argv_fields(cls) -> tuple[str, ...]:
+        return ("bucket_rm", "stats_sync")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LifecycleApply(Step):
+    """Add the purge's expiration rule (``rules``, which carry the plan id) to the bucket's own."""
+
+    kind: ClassVar[str] = "lifecycle_apply"
+    prefix: str | None = None
+    older_than_s: float | None = None
+    rules: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LcProcess(Step):
+    kind: ClassVar[str] = "lc_process"
+    lc: Argv
+
+    @property
+    def admin(self) -> tuple[Argv, ...]:
+        return (self.lc,)
+
+    @classmethod
+    def _argv_fields(cls) -> tuple[str, ...]:
+        return ("lc",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LifecycleRestore(Step):
+    kind: ClassVar[str] = "lifecycle_restore"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verify(Step):
+    """Read the end state back: the bucket gone (``whole_bucket``), or nothing in scope left."""
+
+    kind: ClassVar[str] = "verify"
+    scope: Scope = EVERYTHING
+    whole_bucket: bool = False
+
+
+STEP_TYPES: dict[str, type[Step]] = {c.kind: c for c in (
+    Fence, FreeWhileFull, DropLifecycle, AbortUploads, DeleteObjects, GcProcess, DeleteBucket, DropBucket,
+    ProveHeadOnly, AdminBucketRm, LifecycleApply, LcProcess, LifecycleRestore, Verify)}
+
+_S = TypeVar("_S", bound=Step)
 
 
 @dataclass(frozen=True)
@@ -170,6 +433,16 @@ class Plan:
     tuning: Tuning
     clock: RgwClock | None = None  # the clock the age cutoff was taken on (with --older-than)
     prefix_scope: PrefixScope | None = None  # what the prefix matches besides one name (with --prefix)
+
+    def step(self, kind: type[_S]) -> _S:
+        """The plan's first step of this kind (a sweep runs it again)."""
+        for s in self.steps:
+            if isinstance(s, kind):
+                return s
+        raise LookupError(f"plan {self.plan_id} has no {kind.kind} step")
+
+    def has(self, kind: type[Step]) -> bool:
+        return any(isinstance(s, kind) for s in self.steps)
 
     @property
     def plan_id(self) -> str:
@@ -395,8 +668,7 @@ def free_first(plan: Plan, wait_s: float) -> Plan:
     if plan.method != "direct":
         raise ValueError("only the direct method can free space on a full cluster without RGW")
     p = plan.profile
-    step = Step("free_while_full",
-                "the cluster is full: remove head-only objects directly with librados full-try (what `rados rm "
+    step = FreeWhileFull(summary="the cluster is full: remove head-only objects directly with librados full-try (what `rados rm "
                 "--force-full` does), then wait for usage to fall below the full ratio before anything that needs "
                 "RGW to write; if it does not, stop here (rerun with --raise-full-ratio R to finish)",
                 calls=(f"S3 ListObjectsV2 bucket={p.bucket} MaxKeys={plan.tuning.list_page_size}",
@@ -404,72 +676,69 @@ def free_first(plan: Plan, wait_s: float) -> Plan:
                        "each whose size equals the object's",
                        f"ceph health detail / osd dump / osd df every few seconds, for at most {wait_s:.0f} s: "
                        "OSD_FULL and POOL_FULL gone"),
-                params={"wait_s": wait_s})
+                wait_s=wait_s)
     return Plan(**{**plan.__dict__, "steps": (step, *plan.steps)})
 
 
 def _with_plan_id(step: Step, plan_id: str) -> Step:
-    if step.kind != "lifecycle_apply":
+    if not isinstance(step, LifecycleApply):
         return step
-    rules = purge_rule(step.params.get("prefix"), step.params.get("older_than_s"), plan_id)
-    return Step(kind=step.kind, summary=step.summary, admin=step.admin,
-                calls=(f"S3 GetBucketLifecycleConfiguration, then PutBucketLifecycleConfiguration with the "
-                       f"bucket's rules plus {json.dumps(rules)}",),
-                params={**step.params, "rules": rules})
+    rules = purge_rule(step.prefix, step.older_than_s, plan_id)
+    return replace(step, rules=tuple(rules),
+                   calls=(f"S3 GetBucketLifecycleConfiguration, then PutBucketLifecycleConfiguration with the "
+                          f"bucket's rules plus {json.dumps(rules)}",))
 
 
 def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: float | None) -> list[Step]:
     b = p.bucket
     marker = p.marker
-    scope = {"prefix": r.prefix, "cutoff_s": cutoff, "larger_than": r.larger_than, "smaller_than": r.smaller_than}
+    scope = Scope(r.prefix, cutoff, r.larger_than, r.smaller_than)
     listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
     quota = AdminApi.bucket_quota_params(p.owner, b, max_objects=0, max_size_kb=0, enabled=True)
-    fence = Step("fence", "fence writes: a bucket quota of 0 objects and 0 bytes, so nothing new lands in "
+    fence = Fence(summary="fence writes: a bucket quota of 0 objects and 0 bytes, so nothing new lands in "
                  "the bucket while it is purged (RGW answers QuotaExceeded at once; deletes still work)",
-                 calls=(f"admin API PUT /admin/bucket?{urlencode(quota)}",), params={"owner": p.owner})
-    aborts = Step("abort_uploads", "abort incomplete multipart uploads" + (f" under {r.prefix!r}" if r.prefix else "")
+                  calls=(f"admin API PUT /admin/bucket?{urlencode(quota)}",), owner=p.owner)
+    aborts = AbortUploads(summary="abort incomplete multipart uploads" + (f" under {r.prefix!r}" if r.prefix else "")
                   + (" started before the cutoff" if cutoff else "") + " (their parts go to GC)",
                   calls=(f"S3 ListMultipartUploads bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "")
-                         + ", then AbortMultipartUpload for each",), params=scope)
-    gc = Step("gc_process", "process GC now, including entries not yet due (rgw_gc_obj_min_wait is 2 h by "
-              "default), so the tails' space really comes back", admin=(rgwa.gc_process_args(include_all=True),))
-    verify = Step("verify", "read the end state back" + (
+                         + ", then AbortMultipartUpload for each",), scope=scope)
+    gc = GcProcess(summary="process GC now, including entries not yet due (rgw_gc_obj_min_wait is 2 h by "
+                   "default), so the tails' space really comes back", gc=rgwa.gc_process_args(include_all=True))
+    verify = Verify(summary="read the end state back" + (
         ": bucket gone, its index shards and RADOS objects gone from the pools (tails still referenced by "
         "copies elsewhere are kept and named), no GC entries left, owner's stats synced"
         if r.whole_bucket else ": nothing matching left under the prefix (objects, versions, uploads)"),
-        calls=_verify_calls(p, r), params={**scope, "whole_bucket": r.whole_bucket})
+        calls=_verify_calls(p, r), scope=scope, whole_bucket=r.whole_bucket)
     # An age or size filter decided from the listing: a key written again since then (unversioned,
     # or the "null" version of a suspended bucket) is another object, which the filter may not
     # match. Each such key is HEADed again right before its batch (RGW's lifecycle re-checks the
     # mtime the same way); a listed version id of a versioned bucket names immutable data.
-    filtered = cutoff is not None or r.larger_than is not None or r.smaller_than is not None
-    s3_delete = Step(
-        "delete_objects",
-        f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
+    filtered = scope.filtered
+    s3_delete = DeleteObjects(
+        summary=f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
         + (" (every version and delete marker)" if p.versioning != "off" else ""),
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
                     "listed so): a key written again since the listing that no longer matches (newer, another size) is kept",)
                  if filtered else ()),
                f"S3 DeleteObjects bucket={b} Quiet=true, up to 1000 keys each, {t.s3_batches_in_flight} in flight"),
-        params={**scope, "strategy": "s3", "versions": p.versioning != "off", "recheck": filtered})
-    delete_bucket = Step("delete_bucket", "delete the now empty bucket (RGW unlinks it from its owner), then, at "
+        scope=scope, strategy="s3", versions=p.versioning != "off", recheck=filtered)
+    delete_bucket = DeleteBucket(summary="delete the now empty bucket (RGW unlinks it from its owner), then, at "
                          "the same time, resync the owner's stats (DeleteBucket leaves them as they were) and "
                          "process GC including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so "
                          "the tails' space really comes back",
-                         admin=(rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
-                         calls=(f"S3 DeleteBucket bucket={b}",))
+                                 stats_sync=rgwa.user_stats_sync_args(p.owner),
+                                 gc=rgwa.gc_process_args(include_all=True), calls=(f"S3 DeleteBucket bucket={b}",))
     steps: list[Step] = []
     if method == "direct":
         steps.append(fence)
         if p.has_lifecycle:
-            steps.append(Step("drop_lifecycle", "remove the bucket's lifecycle configuration first, so RGW's "
-                              "lifecycle list keeps no entry for a bucket that is about to be gone",
-                              calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
+            steps.append(DropLifecycle(summary="remove the bucket's lifecycle configuration first, so RGW's "
+                                       "lifecycle list keeps no entry for a bucket that is about to be gone",
+                                       calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
         steps.append(aborts)
-        steps.append(Step(
-            "delete_objects",
-            f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
+        steps.append(DeleteObjects(
+            summary=f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
             f"({t.s3_batches_in_flight} batches in flight)",
             calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
@@ -478,21 +747,21 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                    "object's (all data in the head: no tail to share)",
                    f"S3 DeleteObjects bucket={b} Quiet=true for the others (tails go to GC with their "
                    "reference counts)"),
-            params={**scope, "strategy": "direct", "versions": False}))
+            scope=scope, strategy="direct", versions=False))
         shards = p.index_shards
-        drop = Step(
-            "drop_bucket",
-            "drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
+        drop = DropBucket(
+            summary="drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
             "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile process "
             "GC, including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so tails' space "
             "really comes back",
-            admin=(rgwa.metadata_rm_args(f"bucket:{b}"), rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
-                   rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
+            entry_rm=rgwa.metadata_rm_args(f"bucket:{b}"),
+            instance_rm=rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
+            stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
             calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                    "index entries of heads removed directly; otherwise sweep the index again",
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                    + " (what radosgw-admin bi purge does, without a process per call)"),
-            params={"owner": p.owner})
+            owner=p.owner)
         steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
         if r.whole_bucket:
@@ -503,34 +772,35 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         bypass = method == "admin-purge-bypass-gc"
         if bypass:
             # The proof comes first: it only reads, so a refusal leaves everything as it was.
-            steps.append(Step(
-                "prove_head_only", "read-only proof that no object has tails and no upload is pending: "
+            steps.append(ProveHeadOnly(
+                summary="read-only proof that no object has tails and no upload is pending: "
                 "--bypass-gc deletes tails without their reference counts (tracker 73348)",
                 calls=(f"S3 ListObjectsV2 bucket={b}; librados stat {marker}_<key>: size must equal the "
                        "object's; S3 ListMultipartUploads must be empty",),
-                params={**scope}))
+                scope=scope))
             steps.append(fence)
-        steps.append(Step(
-            "admin_bucket_rm", "remove the bucket and its objects inside radosgw-admin"
+        steps.append(AdminBucketRm(
+            summary="remove the bucket and its objects inside radosgw-admin"
             + (" (tails removed at once, bypassing GC)" if bypass else "") + "; it exits 0 even when the "
             "bucket does not exist, so the end state is read back; then resync the owner's stats",
-            admin=(rgwa.bucket_rm_args(b, purge_objects=True, bypass_gc=bypass,
-                                       max_concurrent_ios=t.max_concurrent_ios), rgwa.user_stats_sync_args(p.owner))))
+            bucket_rm=rgwa.bucket_rm_args(b, purge_objects=True, bypass_gc=bypass,
+                                          max_concurrent_ios=t.max_concurrent_ios),
+            stats_sync=rgwa.user_stats_sync_args(p.owner)))
         if not bypass:
             steps.append(gc)
     elif method == "lifecycle":
         if r.whole_bucket:
             steps.append(fence)
         steps.append(aborts)
-        steps.append(Step("lifecycle_apply", "add an expiration rule for what is to be purged to the bucket's "
+        steps.append(LifecycleApply(summary="add an expiration rule for what is to be purged to the bucket's "
                           "lifecycle configuration (its other rules are kept); if the purge stops for any "
                           f"reason (an error, a timeout, Ctrl-C, SIGTERM) before step {len(steps) + 3} is done, "
                           "the previous rules are put back at once",
-                          params={"prefix": r.prefix, "older_than_s": r.older_than_s}))
-        steps.append(Step("lc_process", "run lifecycle for this bucket now instead of waiting for "
-                          "rgw_lifecycle_work_time", admin=(rgwa.lc_process_args(b),)))
-        steps.append(Step("lifecycle_restore", "put the bucket's previous lifecycle configuration back",
-                          calls=("S3 PutBucketLifecycleConfiguration with the rules read before (or "
+                                    prefix=r.prefix, older_than_s=r.older_than_s))
+        steps.append(LcProcess(summary="run lifecycle for this bucket now instead of waiting for "
+                               "rgw_lifecycle_work_time", lc=rgwa.lc_process_args(b)))
+        steps.append(LifecycleRestore(summary="put the bucket's previous lifecycle configuration back",
+                                      calls=("S3 PutBucketLifecycleConfiguration with the rules read before (or "
                                  "DeleteBucketLifecycle if there were none)",)))
         steps.append(delete_bucket if r.whole_bucket else gc)
     else:  # pragma: no cover - METHODS is checked in PurgeRequest
@@ -539,23 +809,22 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     return steps
 
 
-def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> Step:
+def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
     """The direct method's drop where `metadata rm` keeps the bucket instance (DIRECT_DROP)."""
-    return Step(
-        "drop_bucket",
-        "drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
+    return DropBucket(
+        summary="drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
         "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
         f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
         "resync the owner's stats; meanwhile process GC, including entries not yet due (rgw_gc_obj_min_wait "
         "is 2 h by default), so tails' space really comes back",
-        admin=(rgwa.user_stats_sync_args(p.owner), rgwa.gc_process_args(include_all=True)),
+        stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
         calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                "index entries of heads removed directly; otherwise sweep the index again",
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
                f"S3 DeleteBucket bucket={p.bucket}"),
-        params={"owner": p.owner, "drop": "empty-index"})
+        owner=p.owner, through_rgw=True)
 
 
 def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:

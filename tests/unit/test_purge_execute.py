@@ -18,9 +18,9 @@ from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
-from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, PurgeExecutor, PurgeFailed, Settings
+from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap
-from rgwkeeper.purge.plan import PurgeRequest, plan
+from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
 
@@ -115,7 +115,7 @@ def test_entries_the_listing_missed_are_swept_before_the_index_is_dropped(tmp_pa
             w.index["extra/00000a"] = dict(w.index.get("extra/00001") or {}, Key="extra/00000a", Size=100)
             w.pools[DATA][w.head("extra/00000a")] = {"size": 100, "locator": "", "refs": 0}
 
-    monkeypatch.setattr(PurgeExecutor, "_step_delete_objects", then_a_late_write)
+    monkeypatch.setitem(STEP_HANDLERS, DeleteObjects, then_a_late_write)
     report = run(p, io, cp)
     assert report.ok and report.counters["sweeps"] == 1
     assert w.head("extra/00000a") not in w.pools[DATA]
@@ -148,7 +148,7 @@ def test_rgw_unreachable_for_a_while_is_waited_out(tmp_path):
         run(p2, io2, cp2, settings=Settings(rgw_retry_s=0.0))
 
 
-def test_verification_fails_on_anything_left_behind(tmp_path):
+def test_verification_fails_on_anything_left_behind(tmp_path, monkeypatch):
     w = World()
     p, io, cp, _ = make(w, tmp_path)
     stray = f"{w.marker}__shadow_.stray_1"
@@ -158,11 +158,8 @@ def test_verification_fails_on_anything_left_behind(tmp_path):
         await real_drop(self, step)
         w.pools[DATA][stray] = {"size": 10, "locator": "", "refs": 0}
 
-    PurgeExecutor._step_drop_bucket = leave_a_stray_tail  # type: ignore[method-assign]
-    try:
-        report = run(p, io, cp)
-    finally:
-        PurgeExecutor._step_drop_bucket = real_drop  # type: ignore[method-assign]
+    monkeypatch.setitem(STEP_HANDLERS, DropBucket, leave_a_stray_tail)
+    report = run(p, io, cp)
     assert not report.ok
     failed = [c for c in report.checks if c.status == "failed"]
     assert [c.name for c in failed] == [f"no RADOS objects left in {DATA}"] and stray in failed[0].detail

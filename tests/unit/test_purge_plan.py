@@ -16,7 +16,8 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import InvalidName, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
-from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, plan, refusal, render_admin
+from rgwkeeper.purge.plan import (EVERYTHING, STEP_TYPES, DeleteObjects, DropBucket, NotNow, Plan, PurgeRequest,
+                                  Scope, Step, Tuning, Verify, plan, refusal, render_admin)
 from rgwkeeper.purge.profile import parse_profile
 from tests.unit.fakes import load_fixture
 from tests.unit.purge_fakes import captured
@@ -183,7 +184,7 @@ def test_prefix_and_age_purge_uses_an_exact_listing_with_an_absolute_cutoff():
     p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=3600), now=NOW)
     assert p.method == "s3" and p.cutoff_s == NOW - 3600
     assert kinds(p) == ["abort_uploads", "delete_objects", "gc_process", "verify"]  # no fence, no bucket removal
-    assert p.steps[1].params["cutoff_s"] == NOW - 3600 and p.steps[1].params["prefix"] == "plain/"
+    assert p.steps[1].scope == Scope("plain/", NOW - 3600) and p.steps[1].recheck
     assert "partial purge" in dict(p.rejected)["direct"]
 
 
@@ -219,19 +220,75 @@ def test_lifecycle_plan_installs_a_rule_and_puts_the_old_ones_back():
                                                  method="lifecycle"), now=NOW)
     assert kinds(p) == ["abort_uploads", "lifecycle_apply", "lc_process", "lifecycle_restore", "gc_process", "verify"]
     assert "before step 4 is done, the previous rules are put back at once" in p.steps[1].summary
-    (rule,) = p.steps[1].params["rules"]
+    (rule,) = p.steps[1].rules
     assert rule["Filter"] == {"Prefix": "plain/"} and rule["Expiration"] == {"Days": 2}
     assert rule["ID"] == f"rgwkeeper-purge-{p.plan_id}"
     assert "radosgw-admin lc process --bucket capture-mixed" in p.commands()
     whole = plan(mixed(release="reef"), PurgeRequest("capture-mixed", method="lifecycle"), now=NOW)
-    assert whole.steps[2].params["rules"][0]["Expiration"] == {"Date": "2000-01-01T00:00:00Z"}
+    assert whole.steps[2].rules[0]["Expiration"] == {"Date": "2000-01-01T00:00:00Z"}
     assert kinds(whole)[-2:] == ["delete_bucket", "verify"]
 
 
-def test_plan_survives_a_round_trip_through_its_checkpoint_form():
-    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=60), now=NOW)
+@pytest.mark.parametrize("release", ["reef", "tentacle"])  # Pacific cannot lc process one bucket
+@pytest.mark.parametrize("method", ["direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle"])
+def test_plan_survives_a_round_trip_through_its_checkpoint_form(method, release):
+    req = PurgeRequest("capture-mixed", method=method) if method != "s3" else \
+        PurgeRequest("capture-mixed", prefix="plain/", older_than_s=60, method="s3")
+    p = plan(mixed(release=release), req, now=NOW)
     again = Plan.from_dict(json.loads(json.dumps(p.to_dict())))
     assert again == p and again.plan_id == p.plan_id
+    assert [type(s) for s in again.steps] == [type(s) for s in p.steps]
+
+
+def _legacy(kind, admin=(), **params):
+    """A step as checkpoints stored it before steps were typed: a params dict, argvs by position."""
+    return {"kind": kind, "summary": kind, "admin": [list(a) for a in admin], "calls": [], "params": params}
+
+
+def test_a_checkpoint_from_before_typed_steps_still_resumes():
+    sync, gc = ("user", "stats", "--uid", "o", "--sync-stats"), ("gc", "process", "--include-all")
+    entry, inst = ("metadata", "rm", "bucket:b"), ("metadata", "rm", "bucket.instance:b:1")
+    drop = Step.from_dict(_legacy("drop_bucket", (entry, inst, sync, gc), owner="o"))
+    assert drop == DropBucket(summary="drop_bucket", owner="o", entry_rm=entry, instance_rm=inst,
+                              stats_sync=sync, gc=gc)
+    tentacle = Step.from_dict(_legacy("drop_bucket", (sync, gc), owner="o", drop="empty-index"))
+    assert tentacle.through_rgw and tentacle.admin == (sync, gc) and tentacle.entry_rm is None
+    rm = ("bucket", "rm", "--bucket", "b", "--purge-objects")
+    assert Step.from_dict(_legacy("admin_bucket_rm", (rm, sync))).admin == (rm, sync)
+    delete = Step.from_dict(_legacy("delete_objects", prefix="p/", cutoff_s=5.0, larger_than=None,
+                                    smaller_than=None, strategy="s3", versions=True, recheck=True))
+    assert delete == DeleteObjects(summary="delete_objects", scope=Scope("p/", 5.0), strategy="s3", versions=True,
+                                   recheck=True)
+    with pytest.raises(ValueError, match="unknown step kind 'bi_purge'"):
+        Step.from_dict(_legacy("bi_purge"))
+
+
+def test_every_step_kind_has_one_handler_and_a_bad_step_cannot_be_built():
+    from rgwkeeper.purge.execute import STEP_HANDLERS
+
+    assert set(STEP_HANDLERS) | {Verify} == set(STEP_TYPES.values())
+    assert all(cls.kind == kind for kind, cls in STEP_TYPES.items())
+    sync, gc = ("user", "stats"), ("gc", "process")
+    with pytest.raises(ValueError, match="through_rgw"):
+        DropBucket(summary="x", owner="o", through_rgw=True, entry_rm=("metadata", "rm", "bucket:b"),
+                   instance_rm=("metadata", "rm", "bucket.instance:b:1"), stats_sync=sync, gc=gc)
+    with pytest.raises(ValueError, match="through_rgw"):
+        DropBucket(summary="x", owner="o", stats_sync=sync, gc=gc)  # neither the metadata rm nor RGW's delete
+    with pytest.raises(ValueError, match="strategy"):
+        DeleteObjects(summary="x", strategy="rados")
+
+
+def test_a_scope_matches_by_age_and_size_and_leaves_markers_to_a_size_filter():
+    from datetime import datetime, timezone
+
+    at = datetime.fromtimestamp(100, timezone.utc)
+    obj = {"LastModified": at, "Size": 10}
+    marker = {"LastModified": at}
+    assert EVERYTHING.matches(obj) and EVERYTHING.matches(marker) and not EVERYTHING.filtered
+    assert Scope(cutoff_s=101).matches(obj) and not Scope(cutoff_s=100).matches(obj)
+    assert Scope(larger_than=9).matches(obj) and not Scope(larger_than=10).matches(obj)
+    assert Scope(smaller_than=11).matches(obj) and not Scope(smaller_than=10).matches(obj)
+    assert Scope(cutoff_s=101).matches(marker) and not Scope(larger_than=0).matches(marker)
 
 
 def test_request_validation_happens_before_anything_is_sent():
@@ -355,7 +412,7 @@ def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket
     assert p.method == "direct"
     assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
     drop = p.steps[3]
-    assert drop.params["drop"] == "empty-index"
+    assert drop.through_rgw and drop.entry_rm is None and drop.instance_rm is None
     assert [render_admin(a) for a in drop.admin] == [
         f"radosgw-admin user stats --uid {prof.owner} --sync-stats", "radosgw-admin gc process --include-all"]
     shards = index_shard_oids(prof.bucket_id, prof.num_shards)
@@ -368,7 +425,7 @@ def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket
     assert "removes nothing on tentacle" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
     # Pacific's plan for the same bucket keeps its metadata removal.
     pacific = plan(dataclasses.replace(prof, release="pacific"), PurgeRequest(prof.bucket), now=NOW)
-    assert "drop" not in pacific.steps[3].params
+    assert not pacific.steps[3].through_rgw and pacific.steps[3].entry_rm == ("metadata", "rm", f"bucket:{prof.bucket}")
     assert f"radosgw-admin metadata rm bucket.instance:{prof.bucket}:{prof.bucket_id}" in pacific.commands()
 
 
