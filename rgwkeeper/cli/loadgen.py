@@ -11,11 +11,8 @@ import contextlib
 import csv
 import json
 import math
-import re
 import shlex
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,9 +24,10 @@ from rich.table import Table
 from rgwkeeper import config as config_mod
 from rgwkeeper.access import RgwCredentials, check_endpoint, load_credentials, read_text
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.errors import CephError, UsageError
+from rgwkeeper.errors import UsageError
 from rgwkeeper.loadgen import analysis
-from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, default_workers, run_load
+from rgwkeeper.loadgen.runner import Live, RunSpec, default_workers, run_load
+from rgwkeeper.loadgen.verify import MAINTENANCE_KINDS, Maintenance, result_of, tolerances, verify_run
 from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, FilePath, Text
@@ -112,15 +110,6 @@ def _rgw(cfg: config_mod.Config, endpoint: str | None, credentials: str | None) 
     return check_endpoint(endpoint), load_credentials(Path(creds))
 
 
-def tolerances(cfg: config_mod.Config) -> analysis.Tolerances:
-    c = cfg.loadgen
-    return analysis.Tolerances(
-        max_rate_drop=c.max_rate_drop, max_cv_increase=c.max_cv_increase, max_p99_increase=c.max_p99_increase,
-        max_errors=c.max_errors, max_baseline_cv=c.max_baseline_cv, min_window_s=c.min_window_s,
-        min_op_samples=c.min_op_samples, block_s=c.block, confidence=c.confidence, resamples=c.resamples,
-        slow_seconds_alpha=c.slow_seconds_alpha, slow_second_increase=c.slow_second_increase)
-
-
 def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: float | None) -> RunSpec:
     workers = o["workers"] or cfg.loadgen.workers or default_workers()
     workers = min(workers, o["concurrency"])
@@ -168,18 +157,6 @@ def progress_line(enabled: bool, total_s: float | None) -> Any:
 
 
 # -- glue: a run's data to its result ----------------------------------------------------------
-
-def _result(data: RunData, warmup_s: float, windows: list[analysis.Window] | None = None) -> tuple[dict[str, Any], Any, Any]:
-    rec = analysis.records_from_columns(data.columns, data.t0_ns)
-    cpu = analysis.client_cpu(sum(w["cpu_s"] for w in data.workers), data.parent_cpu_s,
-                              sum(w["requests"] for w in data.workers))
-    result = analysis.build_result(
-        rec, stop_s=data.stop_s, warmup_s=warmup_s, spec=data.spec,
-        events=[{"t": e.t, "kind": e.kind, "what": e.what, **({"detail": e.detail} if e.detail else {})}
-                for e in data.events],
-        client_cpu=cpu, started_at=data.started_at, notes=data.notes, windows=windows)
-    return result, analysis.series_from_json(result["series"]), rec
-
 
 def _write_raw(rec: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +263,7 @@ def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials:
     warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
     with progress_line(not o["no_progress"], duration) as progress:
         data = asyncio.run(run_load(spec, creds, progress=progress))
-    result, series, rec = _result(data, warmup)
+    result, series, rec = result_of(data, warmup)
     _write_outputs(result, series, rec, o, f"rgwkeeper loadgen run ({spec.mode} loop) {data.started_at}")
     if o["as_json"]:
         emit_json(result)
@@ -313,7 +290,7 @@ def compare_cmd(config_path: Path | None, baseline: Path, candidate: Path, as_js
     (bs, bw), (cs, cw) = loaded
     bw = analysis.Window("baseline", bw.start, bw.end)
     cw = analysis.Window("candidate", cw.start, cw.end)
-    verdict = analysis.compare(bs, bw, cs, cw, tolerances(cfg))
+    verdict = analysis.compare(bs, bw, cs, cw, tolerances(cfg.loadgen))
     out = {"baseline": str(baseline), "candidate": str(candidate), "verdict": verdict.to_dict()}
     if as_json:
         emit_json(out)
@@ -327,9 +304,6 @@ def compare_cmd(config_path: Path | None, baseline: Path, candidate: Path, as_js
 def _no_constant(name: str) -> None:
     # Python's json reads NaN and Infinity, which no result rgwkeeper writes holds.
     raise ValueError(f"{name} is not a number a result holds")
-
-
-MAINTENANCE_KINDS = ("deep-scrub", "none")
 
 
 @click.command()
@@ -369,23 +343,10 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     maint = Maintenance(start_at=start_at, window_s=window_s, kind=maintenance or "cmd", argv=argv,
                         access=access, scrub_every=scrub_every, timeout_s=maintenance_timeout)
     with progress_line(not o["no_progress"], None) as progress:
-        data = asyncio.run(run_load(spec, creds, controller=maint.control, progress=progress))
-    stop_s = data.stop_s
-    m_start = maint.started_t if maint.started_t is not None else start_at
-    windows = [analysis.Window.between("baseline", warmup, m_start),
-               analysis.Window.between("maintenance", m_start, stop_s)]
-    result, series, rec = _result(data, warmup, windows)
-    notes = list(data.notes)
-    if maint.exit_code not in (None, 0):
-        notes.append(f"maintenance command exited {maint.exit_code}: the window judged may not have had "
-                     f"the maintenance it was meant to")
-    verdict = analysis.compare(series, windows[0], series, windows[1], tolerances(cfg), notes=notes)
-    if maint.exit_code not in (None, 0) and verdict.outcome == analysis.PASS:
-        verdict.outcome = analysis.INCONCLUSIVE
-    result["verdict"] = verdict.to_dict()
-    result["maintenance"] = {"kind": maint.kind, "argv": redact_argv(argv), "exit_code": maint.exit_code,
-                             "start_s": m_start, "stderr_tail": maint.stderr_tail}
-    _write_outputs(result, series, rec, o, f"rgwkeeper verify: {maint.describe()} - {verdict.outcome}",
+        done = asyncio.run(verify_run(spec, creds, maint, warmup_s=warmup, tol=tolerances(cfg.loadgen),
+                                      progress=progress))
+    result, windows = done.result, done.windows
+    _write_outputs(result, done.series, done.records, o, f"rgwkeeper verify: {maint.describe()} - {done.outcome}",
                    windows=[{"name": w.name, "start": w.start, "end": w.end} for w in windows])
     if o["as_json"]:
         emit_json(result)
@@ -395,119 +356,4 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
         for w in windows:
             render_summary(result["windows"][w.name], console, f"{w.name} window {w.start}-{w.end} s")
         render_verdict(result["verdict"], console)
-    raise SystemExit(_EXIT[verdict.outcome])
-
-
-@dataclass
-class Maintenance:
-    """The controller ``verify`` gives the runner: wait, start maintenance, mark events, stop.
-
-    ``kind`` is deep-scrub, none or cmd; times are seconds after the run's start.
-    """
-
-    start_at: float
-    window_s: float
-    kind: str
-    argv: list[str]
-    access: Any  # ClusterAccess: librados is connected when the deep scrub starts (after the workers fork)
-    scrub_every: float | None
-    timeout_s: float
-    started_t: float | None = None
-    exit_code: int | None = None
-    stderr_tail: str = ""
-
-    def describe(self) -> str:
-        if self.kind == "cmd":
-            shown = redact_argv(self.argv)
-            return " ".join(shown[:4]) + (" ..." if len(shown) > 4 else "")
-        return {"deep-scrub": "ceph osd deep-scrub all", "none": "no maintenance"}[self.kind]
-
-    async def control(self, run: RunHandle) -> None:
-        await asyncio.sleep(max(0.0, self.start_at - run.now_s()))
-        self.started_t = run.now_s()
-        end_at = self.started_t + self.window_s
-        run.mark("maintenance-start", self.describe())
-        try:
-            if self.kind == "deep-scrub":
-                await self._deep_scrub(run, end_at)
-            elif self.kind == "cmd":
-                await self._command(run)
-        finally:
-            if self.kind == "none":
-                run.mark("maintenance-end", "nothing was done")
-            await asyncio.sleep(max(0.0, end_at - run.now_s()))
-            run.stop()
-
-    async def _deep_scrub(self, run: RunHandle, end_at: float) -> None:
-        from rgwkeeper.adapters.rados import RadosAdapter
-
-        rados = RadosAdapter(self.access)
-        await asyncio.to_thread(rados.connect)
-        n = 0
-        try:
-            while True:
-                await rados.acommand({"prefix": "osd deep-scrub", "who": "all"})
-                n += 1
-                if self.scrub_every is None or run.now_s() + self.scrub_every >= end_at:
-                    break
-                await asyncio.sleep(self.scrub_every)
-                run.mark("deep-scrub", f"requested again (#{n + 1})")
-        finally:
-            rados.close()
-        run.mark("maintenance-end", f"deep scrub requested {n} time(s); scrubbing goes on in the background")
-
-    async def _command(self, run: RunHandle) -> None:
-        try:
-            proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL,
-                                                        stdout=asyncio.subprocess.DEVNULL,
-                                                        stderr=asyncio.subprocess.PIPE,
-                                                        preexec_fn=_die_with_parent)
-        except OSError as exc:
-            raise UsageError(f"cannot run maintenance command {self.argv[0]!r}: {exc.strerror}") from None
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
-        except asyncio.TimeoutError:
-            # Judge the window anyway: the maintenance ran through all of it. The verdict notes
-            # the non-zero exit, and a PASS becomes INCONCLUSIVE.
-            proc.kill()
-            await proc.wait()
-            self.exit_code = proc.returncode
-            self.stderr_tail = f"killed after {self.timeout_s:g} s (--maintenance-timeout)"
-            run.mark("maintenance-end", f"killed after {self.timeout_s:g} s", exit_code=proc.returncode)
-            return
-        except asyncio.CancelledError:
-            proc.kill()
-            await proc.wait()
-            raise
-        self.exit_code = proc.returncode
-        lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
-        self.stderr_tail = lines[-1][:300] if lines else ""
-        run.mark("maintenance-end", f"command exited {proc.returncode}", exit_code=proc.returncode)
-
-
-_SECRET_FLAG = re.compile(r"^--?[\w-]*(secret|password|passwd|token|access-key)[\w-]*$", re.I)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """argv as it may be shown or saved: the value of any secret-looking flag replaced."""
-    out: list[str] = []
-    for i, arg in enumerate(argv):
-        flag, eq, _ = arg.partition("=")
-        if eq and _SECRET_FLAG.match(flag):
-            out.append(f"{flag}=[redacted]")
-        elif i > 0 and _SECRET_FLAG.match(argv[i - 1]) and not arg.startswith("-"):
-            out.append("[redacted]")
-        else:
-            out.append(arg)
-    return out
-
-
-def _die_with_parent() -> None:
-    """In the maintenance command's process: get SIGTERM if rgwkeeper dies (Linux prctl), so a
-    killed verify never leaves a purge running on its own."""
-    import ctypes
-    import signal
-
-    PR_SET_PDEATHSIG = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    raise SystemExit(_EXIT[done.outcome])

@@ -122,7 +122,7 @@ def test_run_without_an_endpoint_or_with_a_bad_mix_is_one_line(tmp_path, capsys,
 
 
 def test_maintenance_argv_is_redacted_where_shown_or_saved():
-    from rgwkeeper.cli.loadgen import redact_argv
+    from rgwkeeper.loadgen.verify import redact_argv
 
     argv = ["tool", "--secret-key", "abc", "--password=xyz", "--keyring", "/etc/k", "--access-key", "AK", "-v"]
     assert redact_argv(argv) == ["tool", "--secret-key", "[redacted]", "--password=[redacted]", "--keyring",
