@@ -246,7 +246,7 @@ def _worker_main(spec: RunSpec, index: int, credentials: RgwCredentials, conn: A
         barrier.abort()
         msg = str(exc) if isinstance(exc, RgwkeeperError) else f"{type(exc).__name__}: {str(exc)[:200]}"
         try:
-            conn.send(("error", index, msg))
+            conn.send(WorkerFailed(index, msg))
         except OSError:
             pass
     finally:
@@ -272,7 +272,7 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
 
         prepared = list(plan.prepare())
         prepare_errors = 0 if spec.skip_prepare else await _prepare(execute, prepared, spec.prepare_concurrency)
-        conn.send(("ready", index, len(prepared), prepare_errors))
+        conn.send(Ready(index, len(prepared), prepare_errors))
         await asyncio.to_thread(barrier.wait, spec.prepare_timeout_s)
         t0 = t0_value.value
         now = time.monotonic_ns()
@@ -290,7 +290,7 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
                     pass
                 batch = recorder.take()
                 if batch:
-                    conn.send(("records", index, batch))
+                    conn.send(Records(index, batch))
 
         flush_task = asyncio.ensure_future(flusher())
         cpu0 = time.process_time()
@@ -302,10 +302,10 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
             cpu = time.process_time() - cpu0
             done.set()
             await flush_task
-        conn.send(("done", index, {"requests": issued, "cpu_s": cpu, "substituted": plan.substituted}))
+        conn.send(Done(index, issued, cpu, plan.substituted))
         cleanup_failed = 0 if spec.keep else await _cleanup(s3, plan.live_objects(),
                                                              max(1, CLEANUP_IN_FLIGHT // spec.workers))
-        conn.send(("cleaned", index, {"objects": len(plan.live_objects()), "failed": cleanup_failed}))
+        conn.send(Cleaned(index, len(plan.live_objects()), cleanup_failed))
 
 
 async def _prepare(execute: Execute, requests: list[Request], concurrency: int) -> int:
@@ -545,6 +545,57 @@ def _wait_barrier(barrier: Any, timeout: float, collector: "_Collector") -> None
                         f"workers not ready within {timeout:.0f} s (prepare too slow or a worker died)") from None
 
 
+# -- what a worker tells the parent, over its pipe (pickled) ------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """Prepared (its share of the objects GET and DELETE need written); waiting on the barrier."""
+
+    worker: int
+    prepared: int
+    prepare_errors: int
+
+
+@dataclass(frozen=True)
+class Records:
+    """A batch of raw records: one bytes column per field (``TYPECODES``)."""
+
+    worker: int
+    columns: list[bytes]
+
+
+@dataclass(frozen=True)
+class Done:
+    """The load phase is over for this worker."""
+
+    worker: int
+    requests: int
+    cpu_s: float
+    substituted: int
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """The worker deleted what it wrote (``failed`` deletes did not go through)."""
+
+    worker: int
+    objects: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class WorkerFailed:
+    worker: int
+    error: str
+
+
+WorkerMessage = Ready | Records | Done | Cleaned | WorkerFailed
+
+
+def _stats(msg: Done | Cleaned) -> dict[str, Any]:
+    return asdict(msg)  # {"worker": N, ...}: what RunData.workers and the cleanup summary carry
+
+
 class _Collector(threading.Thread):
     """Reads every worker's pipe: record batches, readiness, completion, errors."""
 
@@ -579,24 +630,25 @@ class _Collector(threading.Thread):
                 self._handle(msg)
         self._cleaned_evt.set()
 
-    def _handle(self, msg: tuple[Any, ...]) -> None:
-        kind, index = msg[0], msg[1]
-        if kind == "records":
-            self.batches.append(msg[2])
+    def _handle(self, msg: WorkerMessage) -> None:
+        if isinstance(msg, Records):
+            self.batches.append(msg.columns)
             cols = [array(t) for t in TYPECODES]
-            for col, raw in zip(cols, msg[2]):
+            for col, raw in zip(cols, msg.columns):
                 col.frombytes(raw)
             self.live.add(cols[1], cols[3], cols[6], self.t0)
-        elif kind == "ready":
-            self.prepare_errors += msg[3]
-        elif kind == "done":
-            self.done.append({"worker": index, **msg[2]})
-        elif kind == "cleaned":
-            self.cleaned.append({"worker": index, **msg[2]})
+        elif isinstance(msg, Ready):
+            self.prepare_errors += msg.prepare_errors
+        elif isinstance(msg, Done):
+            self.done.append(_stats(msg))
+        elif isinstance(msg, Cleaned):
+            self.cleaned.append(_stats(msg))
             if len(self.cleaned) == self.workers:
                 self._cleaned_evt.set()
-        elif kind == "error":
-            self.failure = self.failure or f"worker {index}: {msg[2]}"
+        elif isinstance(msg, WorkerFailed):
+            self.failure = self.failure or f"worker {msg.worker}: {msg.error}"
+        else:
+            self.failure = self.failure or f"unknown message from a worker: {type(msg).__name__}"
 
     def all_done(self) -> bool:
         return len(self.done) == self.workers

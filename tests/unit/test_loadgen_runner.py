@@ -142,16 +142,16 @@ def test_run_spec_splits_concurrency_over_workers():
 def test_the_collector_tells_a_worker_that_finished_from_one_that_died():
     import multiprocessing as mp
 
-    from rgwkeeper.loadgen.runner import _Collector
+    from rgwkeeper.loadgen.runner import Cleaned, Done, _Collector
 
     ends = [mp.Pipe(duplex=False) for _ in range(3)]
     collector = _Collector([r for r, _ in ends], 3)
     collector.start()
     (_, w0), (_, w1), (_, w2) = ends
-    w0.send(("done", 0, {"requests": 1, "cpu_s": 0.0, "substituted": 0}))
-    w0.send(("cleaned", 0, {"objects": 0, "failed": 0}))
+    w0.send(Done(0, 1, 0.0, 0))
+    w0.send(Cleaned(0, 0, 0))
     w0.close()  # worker 0 is finished and gone while the others still work
-    w1.send(("done", 1, {"requests": 1, "cpu_s": 0.0, "substituted": 0}))
+    w1.send(Done(1, 1, 0.0, 0))
     w1.close()  # worker 1 died before it cleaned up
     for _ in range(500):  # the thread reads in the background; bounded wait for it
         if collector.failure:
@@ -159,6 +159,9 @@ def test_the_collector_tells_a_worker_that_finished_from_one_that_died():
         collector.join(0.01)
     collector.stop()
     assert collector.failure == "worker 1 exited unexpectedly"
+    assert collector.done == [{"worker": 0, "requests": 1, "cpu_s": 0.0, "substituted": 0},
+                              {"worker": 1, "requests": 1, "cpu_s": 0.0, "substituted": 0}]
+    assert collector.cleaned == [{"worker": 0, "objects": 0, "failed": 0}]
     w2.close()
 
 
