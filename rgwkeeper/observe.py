@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import RadosAdapter
@@ -34,11 +34,17 @@ CLUSTER_COMMANDS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
-class Adapters:
-    rados: RadosAdapter
-    radosgw_admin: RadosgwAdmin | None = None
-    admin_api: AdminApi | None = None
+class Adapters(Protocol):
+    """What a snapshot reads through: ``adapters.connect.ClusterAdapters`` (tests pass fakes)."""
+
+    @property
+    def rados(self) -> RadosAdapter: ...
+
+    @property
+    def radosgw_admin(self) -> RadosgwAdmin | None: ...
+
+    @property
+    def admin_api(self) -> AdminApi | None: ...
 
 
 @dataclass

@@ -13,16 +13,15 @@ from typing import Any
 import click
 
 from rgwkeeper import logs
-from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.connect import open_adapters
+from rgwkeeper.adapters.rados import ObjectStore
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import debt_lines
 from rgwkeeper.daemon import service
 from rgwkeeper.executor import Executor
 from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import Journal, MemoryStore, holder_name, own_holders
-from rgwkeeper.observe import Adapters, snapshot
+from rgwkeeper.observe import snapshot
 from rgwkeeper.reconcile import plan as make_plan
 from rgwkeeper.units import Text
 
@@ -32,11 +31,11 @@ class _Session:
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
         self.cfg, self.access = load_access(kwargs)
-        self.rados = RadosAdapter(self.access)
         self.store: ObjectStore | None = None
 
     def __enter__(self) -> "_Session":
-        self.rados.connect()
+        self.adapters = open_adapters(self.access)
+        self.rados = self.adapters.rados
         pools = self.rados.command({"prefix": "osd pool ls"}) or []
         if self.cfg.daemon.pool in pools:
             self.store = ObjectStore(self.rados, self.cfg.daemon.pool)
@@ -48,7 +47,7 @@ class _Session:
     def __exit__(self, *exc: object) -> None:
         if self.store is not None:
             self.store.close()
-        self.rados.close()
+        self.adapters.close()
 
     def executor(self) -> Executor:
         holder = holder_name(self.cfg.daemon.instance_id or socket.gethostname(), host_identity())
@@ -71,11 +70,7 @@ def daemon(**kwargs: Any) -> None:
 def plan(as_json: bool, **kwargs: Any) -> None:
     """Show what one reconcile pass would do now, as the exact commands. Changes nothing."""
     with _Session(kwargs) as s:
-        admin_api = None
-        if s.access.rgw_endpoint and s.access.rgw_credentials_file:
-            admin_api = AdminApi(s.access.rgw_endpoint, s.access.rgw_credentials(), timeout_s=s.access.timeout_s)
-        adapters = Adapters(rados=s.rados, radosgw_admin=RadosgwAdmin(s.access), admin_api=admin_api)
-        snap, _ = asyncio.run(snapshot(adapters, s.cfg))
+        snap, _ = asyncio.run(snapshot(s.adapters, s.cfg))
         now = datetime.now()
         p = make_plan(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),
                       local_time=now.time(), local_now=now)

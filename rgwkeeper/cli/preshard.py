@@ -7,9 +7,7 @@ from typing import Any
 
 import click
 
-from rgwkeeper.adapters.rados import RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.adapters.s3 import S3Adapter, make_client
+from rgwkeeper.adapters.connect import NONE, REQUIRED, connected, open_adapters
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket
@@ -46,10 +44,8 @@ def preshard(bucket: str, expected_objects: int, objects_per_shard: int | None, 
     validate_bucket(bucket)
     _expected(expected_objects)
     cfg, access = load_access(kwargs)
-    rgw = RadosgwAdmin(access)
-    rados = RadosAdapter(access)
-    rados.connect()
-    try:
+    with connected(access, rgw=NONE) as adapters:
+        rgw, rados = adapters.radosgw_admin, adapters.rados
         limits = asyncio.run(sharding.read_limits(rados, rgw, cfg.rgw.max_objs_per_shard))
         target = objects_per_shard or max(1, int(limits.max_objs_per_shard * cfg.preshard.target_ratio))
         row = releases.release(limits.release)
@@ -59,13 +55,9 @@ def preshard(bucket: str, expected_objects: int, objects_per_shard: int | None, 
                            release=limits.release)
         applied = None
         if not dry_run and plan.actions:
-            s3 = None
-            if not state.exists:
-                s3 = S3Adapter(make_client(access.require_rgw_endpoint(), access.rgw_credentials(),
-                                           timeout_s=access.timeout_s))
+            # A bucket that does not exist yet is created through S3.
+            s3 = None if state.exists else open_adapters(access, rgw=REQUIRED, connect=False).s3
             applied = asyncio.run(sharding.apply(plan, rgw, s3))
-    finally:
-        rados.close()
     if as_json:
         emit_json(sharding.plan_to_dict(plan, applied))
     else:

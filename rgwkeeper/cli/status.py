@@ -8,13 +8,12 @@ from typing import Any, Mapping
 import click
 
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.connect import connected
 from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import render_status
 from rgwkeeper.config import Config
-from rgwkeeper.observe import Adapters, collect_raw
+from rgwkeeper.observe import collect_raw
 from rgwkeeper.errors import CephError
 from rgwkeeper.journal import Journal
 from rgwkeeper.policy import scrub, scrub_debt
@@ -26,27 +25,16 @@ from rgwkeeper.units import FiniteInt
 
 def take_snapshot(cfg: Config, access: ClusterAccess) -> tuple[Snapshot, dict[str, Any]]:
     """Connect, observe once, parse. RGW parts are skipped (and said so) if not configured."""
-    admin_api = None
-    rgw_note = None
-    if access.rgw_endpoint and access.rgw_credentials_file:
-        admin_api = AdminApi(access.rgw_endpoint, access.rgw_credentials(), timeout_s=access.timeout_s)
-    else:
-        rgw_note = "RGW endpoint or credentials not configured: bucket sharding not shown"
-    rados = RadosAdapter(access)
-    rados.connect()
-    try:
-        adapters = Adapters(rados=rados, radosgw_admin=RadosgwAdmin(access), admin_api=admin_api)
+    with connected(access) as adapters:
         raw = asyncio.run(collect_raw(adapters, cfg))
-        if rgw_note:
-            raw["errors"].append({"source": "rgw", "error": rgw_note})
+        if adapters.rgw_note:
+            raw["errors"].append({"source": "rgw", "error": f"{adapters.rgw_note}: bucket sharding not shown"})
         snap = parse(raw, data_pools=cfg.rgw.data_pools, shard_warning_ratio=cfg.rgw.shard_warning_ratio)
         try:
-            raw["daemon"] = daemon_view(rados, cfg, snap)
+            raw["daemon"] = daemon_view(adapters.rados, cfg, snap)
         except CephError as exc:
             raw["daemon"] = None
             raw["errors"].append({"source": "daemon journal", "error": str(exc)})
-    finally:
-        rados.close()
     return snap, raw
 
 

@@ -26,10 +26,9 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from rgwkeeper import reconcile
 from rgwkeeper.access import ClusterAccess, check_private
-from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter
 from rgwkeeper.adapters.cephcli import CephCli
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.connect import ClusterAdapters, open_adapters
 from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
 from rgwkeeper.daemon.metrics import Metrics
@@ -39,7 +38,7 @@ from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import LEADER_OBJECT, Journal, holder_name, own_holders
 from rgwkeeper.leader import LOCK_NAME, LeaderLease
 from rgwkeeper.locks import try_flock
-from rgwkeeper.observe import Adapters, DeepScrubCache, snapshot
+from rgwkeeper.observe import DeepScrubCache, snapshot
 from rgwkeeper.policy.scrub import ThrottleMemory, is_throttled
 
 if TYPE_CHECKING:  # boto3 is imported only when RGW credentials are configured
@@ -137,7 +136,7 @@ class Service:
     rados: RadosAdapter
     journal: Journal
     lease: LeaderLease
-    adapters: Adapters
+    adapters: ClusterAdapters
     metrics: Metrics
     instance_id: str
     wall_clock: Callable[[], float] = time.time
@@ -326,11 +325,13 @@ async def run(cfg: Config, access: ClusterAccess) -> int:
     # Credentials must be private files, or the daemon refuses to start.
     if access.keyring is not None:
         check_private(access.keyring, "keyring")
-    creds = access.rgw_credentials() if access.rgw_credentials_file else None
+    if access.rgw_credentials_file:
+        access.rgw_credentials()  # refused at start (private, readable), not at the first bucket read
     instance_id = cfg.daemon.instance_id or socket.gethostname()
     lock_fd = instance_lock(Path(cfg.daemon.state_dir), instance_id)
 
-    rados = RadosAdapter(access)
+    adapters = open_adapters(access, connect=False)
+    rados = adapters.rados
     await asyncio.to_thread(rados.connect)
     store: ObjectStore | None = None
     try:
@@ -341,27 +342,19 @@ async def run(cfg: Config, access: ClusterAccess) -> int:
         lease = LeaderLease(RadosLockBackend(store, CephCli(access, "rados"), instance_id=instance_id,
                                              host=host, lease_s=cfg.daemon.lease_s),
                             lease_s=cfg.daemon.lease_s)
-        admin_api = AdminApi(access.rgw_endpoint, creds, timeout_s=access.timeout_s) if (
-            creds and access.rgw_endpoint) else None
-        adapters = Adapters(rados=rados, radosgw_admin=RadosgwAdmin(access), admin_api=admin_api)
         metrics = Metrics()
         if cfg.daemon.metrics_address:
             try:
                 metrics.serve(cfg.daemon.metrics_address)
             except OSError as exc:
                 raise UsageError(f"cannot serve metrics on {cfg.daemon.metrics_address}: {exc.strerror}") from None
-        s3 = None
-        if creds and access.rgw_endpoint:
-            from rgwkeeper.adapters.s3 import S3Adapter, make_client
-
-            s3 = S3Adapter(make_client(access.rgw_endpoint, creds, timeout_s=access.timeout_s))
         svc = Service(cfg=cfg, access=access, rados=rados, journal=journal, lease=lease, adapters=adapters,
-                      metrics=metrics, instance_id=instance_id, s3=s3, host=host)
+                      metrics=metrics, instance_id=instance_id, s3=adapters.s3, host=host)
         return await _serve(svc)
     finally:
         if store is not None:
             store.close()
-        rados.close()
+        adapters.close()
         os.close(lock_fd)
 
 

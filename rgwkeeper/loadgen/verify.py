@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rgwkeeper.access import ClusterAccess, RgwCredentials
-from rgwkeeper.adapters.rados import RadosAdapter
+from rgwkeeper.adapters.connect import NONE, open_adapters
 from rgwkeeper.config import LoadgenSection
 from rgwkeeper.errors import UsageError
 from rgwkeeper.loadgen import analysis
@@ -65,8 +65,8 @@ class Maintenance:
             run.stop()
 
     async def _deep_scrub(self, run: RunHandle, end_at: float) -> None:
-        rados = RadosAdapter(self.access)
-        await asyncio.to_thread(rados.connect)
+        adapters = await asyncio.to_thread(open_adapters, self.access, rgw=NONE)
+        rados = adapters.rados
         n = 0
         try:
             while True:
@@ -77,7 +77,7 @@ class Maintenance:
                 await asyncio.sleep(self.scrub_every)
                 run.mark("deep-scrub", f"requested again (#{n + 1})")
         finally:
-            rados.close()
+            adapters.close()
         run.mark("maintenance-end", f"deep scrub requested {n} time(s); scrubbing goes on in the background")
 
     async def _command(self, run: RunHandle) -> None:

@@ -25,10 +25,8 @@ from typing import Any, AsyncContextManager, Callable, Iterator
 import structlog
 
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.connect import REQUIRED, open_adapters
 from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.adapters.s3 import S3Adapter, make_client
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.config import Config, PurgeSection
 from rgwkeeper.errors import ClusterFull, UsageError
@@ -74,12 +72,9 @@ class _BulkPools:
 
 def open_io(access: ClusterAccess, purge_cfg: PurgeSection) -> PurgeIO:
     """Connect librados and build the adapters a purge needs (``close_io`` releases them)."""
-    s3 = S3Adapter(make_client(access.require_rgw_endpoint(), access.rgw_credentials(), timeout_s=access.timeout_s,
-                               max_pool=max(32, purge_cfg.s3_batches_in_flight * 2)))
-    rados = RadosAdapter(access, max_workers=32)
-    rados.connect()
-    admin_api = AdminApi(access.require_rgw_endpoint(), access.rgw_credentials(), timeout_s=access.timeout_s)
-    return PurgeIO(rgw=RadosgwAdmin(access), s3=s3, rados=rados, bulk=_BulkPools(rados), admin_api=admin_api)
+    ca = open_adapters(access, rgw=REQUIRED, rados_workers=32, s3_pool=max(32, purge_cfg.s3_batches_in_flight * 2))
+    assert ca.s3 is not None and ca.admin_api is not None  # REQUIRED builds both or refuses
+    return PurgeIO(rgw=ca.radosgw_admin, s3=ca.s3, rados=ca.rados, bulk=_BulkPools(ca.rados), admin_api=ca.admin_api)
 
 
 def close_io(io: PurgeIO) -> None:

@@ -15,7 +15,8 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.access import RgwCredentials
 from rgwkeeper.config import Config
 from rgwkeeper.errors import CephError
-from rgwkeeper.observe import Adapters, collect_raw
+from rgwkeeper.adapters.connect import ClusterAdapters
+from rgwkeeper.observe import collect_raw
 from rgwkeeper.snapshot import parse
 from tests.unit.fakes import FIXTURES, FakeRGWAdmin, FakeRunner, UnexpectedCall, load_fixture, rados_from_observation
 import json
@@ -42,7 +43,8 @@ def _adapters(tmp_path, fake_rados, obs):
     admin = FakeRGWAdmin()
     admin.expect("get", "/admin/bucket?format=json&stats=True", obs["buckets"])
     api = AdminApi("http://rgw:8080", RgwCredentials("AK", "SK"), timeout_s=5, factory=lambda **kw: admin)
-    return Adapters(rados=rados, radosgw_admin=RadosgwAdmin(access, runner=runner), admin_api=api), admin, runner
+    return ClusterAdapters(access=access, rados=rados, radosgw_admin=RadosgwAdmin(access, runner=runner),
+                           admin_api=api), admin, runner
 
 
 def test_collect_raw_reproduces_the_capture(tmp_path, obs):

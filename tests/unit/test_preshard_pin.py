@@ -18,6 +18,7 @@ from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.adapters.cephcli import CompletedRun
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.cli import preshard as preshard_cli
+from rgwkeeper.adapters import connect
 from rgwkeeper.errors import CephError
 from rgwkeeper.policy.shards import ShardPlan
 from tests.unit.fakes import FIXTURES, FakeRados, UnexpectedCall
@@ -120,7 +121,7 @@ def _preshard_cli(tmp_path, monkeypatch, release_fixture: str, world: TentacleBu
     rados.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_objs_per_shard"}, 100000)
     rados.expect({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_dynamic_shards"}, 1999)
     rados.expect({"prefix": "versions"}, obs["versions"])
-    monkeypatch.setattr(preshard_cli, "RadosAdapter", lambda access: RadosAdapter(access, factory=lambda a: rados))
+    monkeypatch.setattr(connect, "RadosAdapter", lambda access, **kw: RadosAdapter(access, factory=lambda a: rados))
     zonegroup = (FIXTURES.parent / release_fixture / "zonegroup-get.json").read_text()
     missing = json.loads((FIXTURES.parent / release_fixture / "radosgw-admin.json").read_text())["bucket_stats_missing"]
 
@@ -132,7 +133,7 @@ def _preshard_cli(tmp_path, monkeypatch, release_fixture: str, world: TentacleBu
             return CompletedRun(tuple(argv), missing["returncode"], missing["stdout"], missing["stderr"], 0.0)
         return await world(argv, timeout)
 
-    monkeypatch.setattr(preshard_cli, "RadosgwAdmin", lambda access: RadosgwAdmin(access, runner=runner))
+    monkeypatch.setattr(connect, "RadosgwAdmin", lambda access: RadosgwAdmin(access, runner=runner))
     conf = tmp_path / "ceph.conf"
     conf.write_text("[global]\n")
     return CliRunner().invoke(preshard_cli.preshard, ["ingest", "-N", "3000000", "--conf", str(conf), *args])
