@@ -327,12 +327,11 @@ async def _prepare(execute: Execute, requests: list[Request], concurrency: int) 
 
 async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = CLEANUP_IN_FLIGHT, tries: int = 3,
                    pause_s: float = 2.0) -> int:
-    """DeleteObjects in batches of 1000, ``in_flight`` batches at once (docs/purge.md: 8 in
-    flight deleted 403 objects/s against 291 one at a time; the caller splits them between its
-    workers). A batch that timed out or found RGW unreachable is sent again after a pause
-    (deleting a deleted key succeeds); other errors are counted at once. Measured: 2 workers x
-    8 batches of 1000, after a run beside a deep scrub, all passed the 30 s request timeout
-    while RGW went on deleting them (docs/loadgen.md)."""
+    """DeleteObjects in batches of 1000, ``in_flight`` batches at once (several in flight are
+    faster than one: docs/purge.md; the caller splits them between its workers). A batch that
+    timed out or found RGW unreachable is sent again after a pause (deleting a deleted key
+    succeeds): after a run beside a deep scrub, batches outlived the request timeout while RGW
+    went on deleting them (docs/loadgen.md). Other errors are counted at once."""
     batches = []
     by_bucket: dict[str, list[str]] = {}
     for obj in objects:

@@ -44,8 +44,8 @@ from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 log = structlog.get_logger("rgwkeeper.purge")
 # A paced purge starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%
-# of the time) and grows while probes stay fast. Measured: starting at a tenth cost ingest its
-# p99 in the seconds before the first probes came back slow.
+# of the time) and grows while probes stay fast: starting higher hurts ingest before the first
+# probes come back slow (docs/purge.md, "Resume, pacing, retries").
 PACED_START_FRACTION = 0.01
 PACED_LIST_PAGE = 200
 CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
@@ -324,9 +324,8 @@ class PurgeExecutor:
             data = self._data
 
             async def probe_write() -> None:
-                # The OSDs' queue (a RADOS write) and RGW's (an S3 request), timed together.
-                # Measured: a RADOS probe alone stayed under a 20 ms target while an S3 purge
-                # took ingest PUT p99 from 21 to 120-290 ms (RGW's CPU was the shared part).
+                # The OSDs' queue (a RADOS write) and RGW's (an S3 request), timed together: a
+                # RADOS probe alone misses RGW's CPU (docs/purge.md, "Resume, pacing, retries").
                 await data.write_full(probe_oid, PROBE_BYTES)
                 await self._thread(self.io.s3.bucket_exists, self.plan.profile.bucket, probe=True)
 
@@ -688,8 +687,8 @@ class PurgeExecutor:
     async def _index_stats(self) -> dict[str, Any]:
         """The bucket's stats for the count check before the drop, through the admin API: the
         same document as `radosgw-admin bucket stats` (RGW reads the index shard headers), one
-        HTTP request instead of a radosgw-admin process, which cost 0.3-0.9 s on the 2-core test
-        cluster, a sixth to a third of a 3,000-object direct purge (docs/purge.md, "Measured")."""
+        HTTP request instead of a radosgw-admin process (docs/purge.md, "What limits the direct
+        path")."""
         return await self._retry("bucket stats", lambda: self.io.admin_api.bucket_stats(self.plan.profile.bucket))
 
     async def _step_drop_bucket(self, step: DropBucket) -> None:

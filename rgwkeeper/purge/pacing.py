@@ -8,11 +8,8 @@ in RGW, so together they see what an ingesting client sees.
 The controller is multiplicative both ways on a fraction of the configured concurrency: above
 the target it halves, at or below it it grows by a quarter. Below one request in flight the
 fraction becomes a duty cycle (pauses between requests), down to ``MIN_SHARE`` of one request.
-Measured (bench/purge_pacing.py): a floor of 2% of 256 librados ops still kept five removals
-in flight without a pause, and PUT p99 went from 20 to 85 ms; additive growth by a tenth
-undid a halving in one good probe; a dead band below 80% of a relative target (1.04x the probe
-before the purge) held a purge of 4,000 objects at its floor for 280 s.
-Time is injected, so tests drive it without sleeping.
+Why these choices (the floor, multiplicative growth, no dead band), with the measurements:
+docs/purge.md, "Resume, pacing, retries". Time is injected, so tests drive it without sleeping.
 """
 
 from __future__ import annotations
@@ -77,8 +74,8 @@ class Limiter:
 
     With ``share`` (the pacer's unrounded wish) below 1, one request in flight is still too
     much: after each request ``acquire`` also waits out a pause that keeps the busy fraction at
-    ``share`` (a request of 0.3 s at share 0.25 is followed by 0.9 s of nothing). Measured: one
-    DeleteObjects of 1,000 keys always in flight still took PUT p99 from 21 to 120 ms.
+    ``share`` (a request of 0.3 s at share 0.25 is followed by 0.9 s of nothing): one batch
+    always in flight is still too much for ingest (docs/purge.md, "Resume, pacing, retries").
     """
 
     def __init__(self, limit: Callable[[], int], share: Callable[[], float] | None = None,
@@ -134,12 +131,9 @@ class RateCap:
     """At most ``rate`` objects a second (0: no cap), in whole requests.
 
     ``take(n)`` reserves n/rate seconds of the schedule and waits for the start of its slot, so
-    requests leave evenly spaced and the average never passes the cap. Measured (session 5,
-    bench/purge_pacing.py, S3, 40 PUT/s of ingest): capped at 10-20 objects/s, ingest's p99
-    moved +10% to +80%, against +153% to +425% unpaced in the same runs (earlier runs up to
-    +1768%). The probe-driven pacer, choosing its own rate, was FAIL in 2 of 3 runs in
-    session 4 (+80%, +273%). A cap gives the operator a rate he chooses and a purge time he
-    knows in advance.
+    requests leave evenly spaced and the average never passes the cap. A cap gives the operator
+    a rate he chooses and a purge time he knows in advance, and it disturbed ingest less than
+    the probe-driven pacer choosing its own rate (docs/purge.md, "Resume, pacing, retries").
     """
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
