@@ -181,7 +181,7 @@ class PurgeExecutor:
         p = plan.profile
         self._data = io.bulk(p.data_pool) if p.data_pool else None
         n = plan.tuning.rados_ops_in_flight
-        self._rados_limiter = Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock)
+        self._rados_limiter = Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock, sleep=sleep)
         # The fraction stops where the widest path this method uses is at MIN_SHARE: halving
         # further slows nothing and only delays recovery (S3 at 8 batches floors at 0.00625).
         widest = n if plan.method == "direct" else plan.tuning.s3_batches_in_flight
@@ -207,7 +207,8 @@ class PurgeExecutor:
 
     def _s3_limiter(self) -> Limiter:
         n = self.plan.tuning.s3_batches_in_flight
-        return Limiter(lambda: self.pacer.limit(n), share=lambda: self.pacer.share(n), clock=self.clock)
+        return Limiter(lambda: self.pacer.limit(n), share=lambda: self.pacer.share(n), clock=self.clock,
+                       sleep=self._sleep)
 
     async def _rados_many(self, op: Callable[..., Awaitable[list[Any]]],
                           objs: list[tuple[str, str]]) -> list[Any]:
@@ -256,7 +257,7 @@ class PurgeExecutor:
                 if self.clock() + delay > deadline:
                     raise
                 log.warning("purge retrying", what=what, error=str(exc), delay_s=delay)
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
                 delay = min(delay * 2, 10.0)
 
     async def _stop_if_full(self, what: str) -> None:
@@ -291,7 +292,7 @@ class PurgeExecutor:
             took = await time_probe(probe_once, self.clock)
             if took is not None:
                 samples.append(took)
-            await asyncio.sleep(BEFORE_PROBE_GAP_S)
+            await self._sleep(BEFORE_PROBE_GAP_S)
         if not samples:
             # No reference: an absolute target still works; a relative one has nothing to be
             # relative to, and the purge runs at its slowest pace.

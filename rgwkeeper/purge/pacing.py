@@ -79,10 +79,12 @@ class Limiter:
     """
 
     def __init__(self, limit: Callable[[], int], share: Callable[[], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._limit = limit
         self._share = share
         self._clock = clock
+        self._sleep = sleep
         self._in_flight = 0
         self._started: list[float] = []
         self._not_before = 0.0
@@ -99,7 +101,16 @@ class Limiter:
                     started = [self._clock()]
                     self._started.append(started)
                     return started
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def not_before(self) -> float:
+        """When (on the limiter's clock) the next request may start after a pause."""
+        return self._not_before
 
     def restart(self, started: list[float]) -> None:
         """The request of this slot starts only now (it waited for something else, e.g. the

@@ -138,8 +138,16 @@ def test_rgw_unreachable_for_a_while_is_waited_out(tmp_path):
     w = World(extra_plain=10)
     p, io, cp, _ = make(w, tmp_path)
     w.rgw_down_for = 3  # e.g. RGW restarting, while the listing is under way
-    report = run(p, io, cp)
+    now, slept = [0.0], []
+
+    async def sleep(s):  # the backoff passes on the test's clock
+        slept.append(s)
+        now[0] += s
+        await asyncio.sleep(0)
+
+    report = run(p, io, cp, clock=lambda: now[0], sleep=sleep)
     assert report.ok and "sweeps" not in report.counters, report.checks
+    assert slept == [0.5, 1.0, 2.0]  # backoff doubling, on the injected clock and sleep
     w2 = World()
     (tmp_path / "second").mkdir()
     p2, io2, cp2, _ = make(w2, tmp_path / "second")
@@ -417,10 +425,15 @@ def test_limiter_follows_a_changing_limit():
 
 def test_limiter_below_one_request_in_flight_pauses_between_requests():
     now = [0.0]
+    slept = []
+
+    async def sleep(s):  # the pause passes on the test's clock, not the machine's
+        slept.append(round(s, 6))
+        await asyncio.sleep(0)
 
     async def scenario():
         share = [0.25]
-        lim = Limiter(lambda: 1, share=lambda: share[0], clock=lambda: now[0])
+        lim = Limiter(lambda: 1, share=lambda: share[0], clock=lambda: now[0], sleep=sleep)
         await lim.acquire()
         now[0] += 0.3  # the request took 0.3 s
         await lim.release()
@@ -434,10 +447,13 @@ def test_limiter_below_one_request_in_flight_pauses_between_requests():
         assert not nxt.done()
         now[0] += 0.02
         await asyncio.wait_for(nxt, 1)
+        assert slept and slept[0] == 0.9 and all(s > 0 for s in slept)
         now[0] += 0.1
         share[0] = 1.0  # the pacer let go: no pause after this one
         await lim.release()
+        slept.clear()
         await asyncio.wait_for(lim.acquire(), 1)
+        assert slept == [] and lim.in_flight == 1
 
     asyncio.run(scenario())
 
@@ -660,7 +676,7 @@ def test_the_caps_wait_is_not_busy_time_for_pacing_and_a_cancelled_wait_frees_it
         now[0] = 1.5  # the request itself took 0.5 s
         await limiter.release()
         # Busy 25% of the time: 0.5 s busy, then 1.5 s of pause (not 4.5 s after 1.5 s "busy").
-        assert limiter._not_before == pytest.approx(3.0)
+        assert limiter.not_before == pytest.approx(3.0)
 
     asyncio.run(scenario())
 
@@ -678,10 +694,10 @@ def test_the_caps_wait_is_not_busy_time_for_pacing_and_a_cancelled_wait_frees_it
         await ex._cap.take(1)  # the first slot goes at once; the next waits a second
         task = asyncio.create_task(ex._start_batch([{"Key": "plain/0"}], slots))
         await asyncio.sleep(0.01)
-        assert not task.done() and slots._in_flight == 1
+        assert not task.done() and slots.in_flight == 1
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        assert slots._in_flight == 0  # released: the next batch can go
+        assert slots.in_flight == 0  # released: the next batch can go
         await asyncio.wait_for(slots.acquire(), 1)
 
     asyncio.run(cancelled())
