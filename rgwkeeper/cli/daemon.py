@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from rgwkeeper import logs
-from rgwkeeper.adapters.connect import open_adapters
+from rgwkeeper.adapters.connect import IF_CONFIGURED, NONE, open_adapters
 from rgwkeeper.adapters.rados import ObjectStore
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import debt_lines
@@ -29,12 +29,13 @@ from rgwkeeper.units import Text
 class _Session:
     """Connect, open the journal (read-only if the pool does not exist yet), close."""
 
-    def __init__(self, kwargs: dict[str, Any]) -> None:
+    def __init__(self, kwargs: dict[str, Any], *, rgw: str = NONE) -> None:
         self.cfg, self.access = load_access(kwargs)
+        self.rgw = rgw  # only `plan` reads buckets; restore and pause never need RGW's credentials
         self.store: ObjectStore | None = None
 
     def __enter__(self) -> "_Session":
-        self.adapters = open_adapters(self.access)
+        self.adapters = open_adapters(self.access, rgw=self.rgw)
         self.rados = self.adapters.rados
         pools = self.rados.command({"prefix": "osd pool ls"}) or []
         if self.cfg.daemon.pool in pools:
@@ -69,7 +70,7 @@ def daemon(**kwargs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
 def plan(as_json: bool, **kwargs: Any) -> None:
     """Show what one reconcile pass would do now, as the exact commands. Changes nothing."""
-    with _Session(kwargs) as s:
+    with _Session(kwargs, rgw=IF_CONFIGURED) as s:
         snap, _ = asyncio.run(snapshot(s.adapters, s.cfg))
         now = datetime.now()
         p = make_plan(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),

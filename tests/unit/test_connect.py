@@ -66,3 +66,23 @@ def test_the_block_closes_librados_even_when_it_fails(tmp_path):
         with connected(_access(tmp_path), rgw=NONE):
             raise RuntimeError("boom")
     assert _Rados.log == ["new 16", "connect", "close"]
+
+
+def test_restore_and_pause_never_read_rgw_credentials(tmp_path, monkeypatch):
+    """An unreadable RGW credentials file must not stop `rgwkeeper restore` from giving settings
+    back: only `plan` (which reads buckets) opens the RGW side."""
+    from rgwkeeper.cli import daemon as daemon_cli
+
+    missing = ClusterAccess(tmp_path / "ceph.conf", None, "client.admin", "http://rgw:8080", tmp_path / "gone")
+    assert open_adapters(missing, rgw=NONE, connect=False).s3 is None
+    with pytest.raises(UsageError):
+        open_adapters(missing, rgw=IF_CONFIGURED, connect=False)
+    seen = []
+    monkeypatch.setattr(daemon_cli, "open_adapters", lambda access, rgw: seen.append(rgw) or (_ for _ in ()).throw(
+        RuntimeError("stop here")))
+    monkeypatch.setattr(daemon_cli, "load_access", lambda kwargs: (None, missing))
+    for rgw in (NONE, IF_CONFIGURED):
+        with pytest.raises(RuntimeError):
+            with (daemon_cli._Session({}) if rgw == NONE else daemon_cli._Session({}, rgw=rgw)):
+                pass
+    assert seen == [NONE, IF_CONFIGURED]
