@@ -281,7 +281,13 @@ class Executor:
         if self.expire is None:
             return ActionResult(a.command(), False, "expiry needs the RGW endpoint and credentials (rgw.endpoint)")
         try:
-            report = await self.expire(a.raise_full_ratio)
+            # Bounded like every long action, or the watchdog would see a wedged pass; cancelling
+            # stops a running lc process and gives a raised full ratio back.
+            report = await asyncio.wait_for(self.expire(a.raise_full_ratio), self.long_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("expiry run", command=a.command(), reason=a.reason, timed_out_s=self.long_timeout_s)
+            return ActionResult(a.command(), False, f"not finished within {self.long_timeout_s:g} s: cancelled; "
+                                "the next crossing of fill.expire_at_ratio runs it again")
         except RgwkeeperError as exc:  # refused (a full cluster, no rules) or Ceph failed: one line
             log.warning("expiry run", command=a.command(), reason=a.reason, error=str(exc))
             return ActionResult(a.command(), False, str(exc))

@@ -404,3 +404,20 @@ def test_fill_triggered_expiry_without_rgw_or_refused_is_one_failed_line(rados):
         ex, _ = make(rados, expire=_expire_runner(exc, []))
         (res,) = run(ex.apply([RunExpire("fill")]))
         assert not res.ok and res.detail == str(exc)
+
+
+def test_fill_triggered_expiry_that_outlasts_the_long_action_bound_is_cancelled(rados):
+    from rgwkeeper.actions import RunExpire
+
+    cancelled = []
+
+    async def hangs(raise_full_ratio):
+        try:
+            await asyncio.Event().wait()  # an lc process that never ends
+        except asyncio.CancelledError:
+            cancelled.append(True)  # where the engine stops lc process and gives the ratio back
+            raise
+
+    ex, _ = make(rados, expire=hangs, long_timeout_s=0.05)
+    (res,) = run(ex.apply([RunExpire("fill")]))
+    assert not res.ok and res.detail.startswith("not finished within 0.05 s: cancelled") and cancelled == [True]
