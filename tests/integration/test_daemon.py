@@ -566,27 +566,3 @@ def test_the_real_journal_forgets_only_the_entry_it_read(cluster_access, journal
         store.close()
         rados.close()
 
-
-def test_fill_triggered_expiry_runs_in_process_and_expires_exactly_its_rule(ceph_cluster, s3, bucket_name, daemons,
-                                                                            journal_pool, rgw_option):
-    """The daemon runs the configured rules itself, in-process: the rule's objects go, the rest
-    of the bucket stays, the pass says so in its one line."""
-    rgw_option("rgw_lc_debug_interval", "1", who="client.admin")  # a lifecycle "day" is 1 s for lc process
-    s3.create_bucket(Bucket=bucket_name)
-    for prefix in ("logs/", "keep/"):
-        for i in range(4):
-            s3.put_object(Bucket=bucket_name, Key=f"{prefix}{i}", Body=b"x" * 512)
-    time.sleep(2.5)  # older than one lifecycle "day"
-    rules = [{"bucket": bucket_name, "prefix": "logs/", "days": 1}]
-    d = daemons("expiry", daemon={"lease_s": SOLO_LEASE_S},
-                sections={"fill": {"expire_at_ratio": 0.0}, "purge": {"lifecycle_rules": rules}}).start()
-    wait_for("an expiry run", lambda: any(e.get("event") == "expiry run" for e in d.events()), timeout=240)
-    (run,) = [e for e in d.events() if e.get("event") == "expiry run"]
-    assert run["buckets"] == 1 and run["failed_buckets"] == [] and "error" not in run, run
-    wait_for("the pass's line", lambda: any("rgwkeeper expire --yes --json" in p["changed"] for p in d.passes()))
-    assert not any(f.startswith("rgwkeeper expire") for p in d.passes() for f in p["failed"])
-    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket_name).get("Contents", []))
-    assert keys == [f"keep/{i}" for i in range(4)]
-    d.stop()
-    assert d.proc.returncode == 0
-
