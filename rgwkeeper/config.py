@@ -243,16 +243,16 @@ class PurgeSection:
     pace_probe_interval_s: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
     max_objects_per_second: float = opt(
         0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of about one "
-        "second's worth), for the s3 and direct methods; pacing may go slower still. radosgw-admin and "
-        "lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap, "
+        "second's worth), for the s3 and direct methods and for `expire` where it deletes from a listing "
+        "(Pacific); pacing may go slower still. radosgw-admin and lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap, "
         "else at least 0.01.",
         min=0.0, max=1_000_000.0)
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",
         min=0, max=1_000_000_000)
-    rgw_retry_s: float = opt(120.0, "Seconds a purge keeps retrying while RGW or the cluster does not answer "
-                           "(an RGW restart) before it stops; the checkpoint lets a rerun finish it.",
+    rgw_retry_s: float = opt(120.0, "Seconds a purge (and expire's deletes from a listing) keeps retrying while "
+                           "RGW or the cluster does not answer (an RGW restart) before it stops; the checkpoint lets a rerun finish it.",
                            min=0.0, max=3600.0)
     lc_busy_wait_s: float = opt(
         300.0, "Seconds `expire` and the lifecycle purge method keep re-running `radosgw-admin lc process "

@@ -24,7 +24,7 @@ from rgwkeeper.cli.render import human_duration
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
-from rgwkeeper.purge.expire import BucketFailure, ExpireResult, apply_expiry, expiry_problem, plan_expiry
+from rgwkeeper.purge.expire import BucketFailure, ExpireResult, expiry_problem, plan_expiry
 from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, rate_cap_for
 from rgwkeeper.units import (MAX_PURGE_RATE, MIN_PURGE_RATE, Duration, FiniteFloat, FiniteInt, Size, human_bytes,
                              rate_cap_ok)
@@ -373,8 +373,7 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
         return []
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
     async with raised or contextlib.nullcontext():
-        results = await apply_expiry(planned, io, long_timeout_s=cfg.purge.long_command_timeout_s,
-                                     busy_wait_s=cfg.purge.lc_busy_wait_s, one_bucket=bucket is not None,
-                                     on_failure=said)
+        results = await purge_api.apply_expiry_with(planned, io, cfg.purge, one_bucket=bucket is not None,
+                                                     on_failure=said)
     failures[:] = planned.failures
     return results

@@ -37,7 +37,7 @@ from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
-from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, apply_expiry, expiry_problem,
+from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
                                     plan_expiry)
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
 from rgwkeeper.purge.plan import FreeWhileFull, free_first
@@ -49,7 +49,7 @@ log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
-           "Tuning", "ExpiryOutcome", "close_io", "expire_configured", "gather_profile", "holder_name", "open_io",
+           "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "open_io",
            "prepare", "raised_for", "ratio_journal", "run", "settings_from", "tuning_from"]
 
 
@@ -280,6 +280,14 @@ async def expire_configured(io: PurgeIO, cfg: Config, *, raise_full_ratio: float
     planned = await plan_expiry(io, bucket=None, cli_rule=None, config_rules=rules,
                                 protected=cfg.purge.protected_buckets, run_now=True)
     async with raised_for(io, journal, raise_to, "expire", holder=holder, lease_s=cfg.daemon.lease_s):
-        results = await apply_expiry(planned, io, long_timeout_s=cfg.purge.long_command_timeout_s,
-                                     busy_wait_s=cfg.purge.lc_busy_wait_s, one_bucket=False)
+        results = await apply_expiry_with(planned, io, cfg.purge, one_bucket=False)
     return ExpiryOutcome(results, planned.failures, planned.skipped)
+
+
+async def apply_expiry_with(planned: ExpiryPlans, io: PurgeIO, purge_cfg: PurgeSection, *, one_bucket: bool,
+                            on_failure: Callable[[BucketFailure], None] | None = None) -> list[ExpireResult]:
+    """``apply_expiry`` under ``[purge]``: its timeouts, and for a run from a listing its
+    retries, batches in flight, rate cap and pacing, as a purge gets them."""
+    return await apply_expiry(planned, io, long_timeout_s=purge_cfg.long_command_timeout_s,
+                              busy_wait_s=purge_cfg.lc_busy_wait_s, one_bucket=one_bucket, on_failure=on_failure,
+                              settings=settings_from(purge_cfg), tuning=tuning_from(purge_cfg))

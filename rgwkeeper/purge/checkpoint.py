@@ -16,7 +16,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.locks import try_flock
@@ -132,3 +132,53 @@ class CheckpointStore:
             if state is not None and state.plan.get("profile", {}).get("bucket") == bucket and state.status != "done":
                 out.append((cp, state))
         return out
+
+
+@dataclass
+class Progress:
+    step: str
+    objects_done: int
+    bytes_done: int
+    objects_total: int
+    bytes_total: int
+
+
+class Ledger:
+    """A run's state as it goes: counters and the cursor, saved to its checkpoint at most every
+    ``interval_s`` (or when forced, at a step's end) and reported as progress. Without a
+    checkpoint (an expiry) it only counts."""
+
+    def __init__(self, state: State, checkpoint: Checkpoint | None, *, interval_s: float,
+                 clock: Callable[[], float], totals: tuple[int, int] = (0, 0),
+                 on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.state = state
+        self.checkpoint = checkpoint
+        self.interval_s = interval_s
+        self.step_name = ""
+        self._clock = clock
+        self._totals = totals
+        self._on_progress = on_progress or (lambda p: None)
+        self._last_save = 0.0
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return self.state.counters
+
+    def count(self, **inc: int) -> None:
+        for k, v in inc.items():
+            self.counters[k] = self.counters.get(k, 0) + v
+
+    def save(self, force: bool = False) -> None:
+        now = self._clock()
+        if self.checkpoint is not None and (force or now - self._last_save >= self.interval_s):
+            self.checkpoint.save(self.state)
+            self._last_save = now
+
+    def done_through(self, cursor: dict[str, Any]) -> None:
+        """Every page up to ``cursor`` is done: a resumed run starts after it."""
+        self.state.cursor = cursor
+        self.save()
+
+    def progress(self) -> None:
+        self._on_progress(Progress(self.step_name, self.counters.get("objects_deleted", 0),
+                                   self.counters.get("bytes_deleted", 0), *self._totals))

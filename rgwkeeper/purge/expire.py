@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -33,8 +32,13 @@ from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.purge import lcrun
 from rgwkeeper import lifecycle as lc
-from rgwkeeper.purge.execute import Check, PurgeIO
-from rgwkeeper.purge.plan import check_protected, render_admin
+from rgwkeeper.purge.checkpoint import Ledger, State
+from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, S3Deleter, chunks
+from rgwkeeper.purge.execute import Check, PurgeIO, Settings, batch_keys, pacing_probe, s3_limiter
+from rgwkeeper.purge.lister import Lister
+from rgwkeeper.purge.pacing import RateCap, run_pacer
+from rgwkeeper.purge.plan import Scope, Tuning, check_protected, render_admin
+from rgwkeeper.purge.runtime import Retry, Threads, Time
 from rgwkeeper.purge.profile import BucketProfile, gather_profile
 from rgwkeeper.purge.scope import read_rgw_clock
 
@@ -151,7 +155,12 @@ async def lc_debug_interval(io: PurgeIO) -> float:
 
 
 async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float = 300.0,
-                       clock: Any = time.monotonic, lc_poll_s: float | None = None) -> ExpireResult:
+                       lc_poll_s: float | None = None, settings: Settings = Settings(), tuning: Tuning = Tuning(),
+                       time_: Time = Time()) -> ExpireResult:
+    """Install ``xp``'s rules and, if asked, run them now and read the result back. ``settings``
+    and ``tuning`` (``[purge]``) rule the run from a listing: retries, batches in flight, the
+    rate cap and pacing."""
+    clock = time_.clock
     t0 = clock()
     b = xp.profile.bucket
     if xp.changes:
@@ -167,7 +176,8 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
         debug = await lc_debug_interval(io)
         ran = True
         if xp.by_listing:
-            checks += await _apply_by_listing(xp, io, lc_started, debug)
+            checks += await _apply_by_listing(xp, io, lc_started, debug, settings=settings, tuning=tuning,
+                                              time_=time_)
         else:
             try:
                 run = await lcrun.process_now(io.rgw, b, timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
@@ -186,54 +196,124 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
                         elapsed_s=round(clock() - t0, 3), checks=checks)
 
 
-async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: float,
-                            head_threads: int = 16) -> list[Check]:
+class ListingExpiry:
+    """Where ``lc process`` cannot run one bucket: a rule's listing-decidable parts applied by
+    rgwkeeper, with the purge's parts: its lister (pages, retried from the last page), its S3
+    deleter (batches in flight, each key re-checked just before its delete, the rate cap
+    ``purge.max_objects_per_second``), its retry policy and, with ``pace_*`` set, its pacer and
+    probe. There is no checkpoint: the listing decides from RGW's state when it runs, so a run
+    started again after a crash finds everything still due, and a resume cursor would skip
+    keys before it that became due since."""
+
+    def __init__(self, xp: ExpirePlan, io: PurgeIO, *, settings: Settings, tuning: Tuning, time_: Time) -> None:
+        p = xp.profile
+        self.xp, self.io, self.settings, self.time = xp, io, settings, time_
+        self.ledger = Ledger(State(plan={}), None, interval_s=settings.checkpoint_interval_s, clock=time_.clock)
+        self.cap = RateCap(settings.max_objects_per_second, clock=time_.clock, sleep=time_.sleep)
+        self.threads = Threads(tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2,
+                               Retry(settings.rgw_retry_s, time_))
+        page = tuning.list_page_size
+        self.lister = Lister(io.s3, p.bucket, self.threads, page_size=lambda filtered: page)
+        self.deleter = S3Deleter(io.s3, p.bucket, self.threads, self.ledger, self.cap, strict=False)
+        self.pacer = run_pacer(settings.pace_write_latency_s, paced=settings.paced, widest=tuning.s3_batches_in_flight)
+        self.limiter = s3_limiter(self.pacer, tuning.s3_batches_in_flight, time_)
+        self.probe_oid = f"rgwkeeper.expire.probe.{p.bucket_id}"
+        self.probe = None if not settings.paced or not p.data_pool else pacing_probe(
+            self.pacer, settings, io.bulk(p.data_pool), self.probe_oid, self.threads,
+            lambda: io.s3.bucket_exists(p.bucket), time_)
+
+    async def __aenter__(self) -> ListingExpiry:
+        if self.probe is not None:
+            await self.probe.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            if self.probe is not None:
+                await self.probe.stop()
+                await self.io.bulk(self.xp.profile.data_pool).remove(self.probe_oid)  # type: ignore[arg-type]
+        finally:
+            self.threads.close()
+
+    async def expire_current(self, rule: lc.ExpiryRule, now: float, debug: float) -> tuple[int, int, int]:
+        """Delete the current objects ``rule``'s days expire at ``now``: (deleted, kept because
+        written or re-tagged since the listing, refused by RGW)."""
+        b, s3 = self.xp.profile.bucket, self.io.s3
+        before = dict(self.ledger.counters)
+
+        def due(e: dict[str, Any]) -> bool:
+            return rule.selects_size(e["Size"]) and lc.expired(e["LastModified"].timestamp(), rule.days or 0, now,
+                                                               debug_interval_s=debug)
+
+        def still_due(e: dict[str, Any]) -> bool:
+            head = s3.head_object(b, e["Key"])  # rewritten since the listing: keep it (RGW checks too)
+            if head is None or not lc.expired(head["LastModified"].timestamp(), rule.days or 0, now,
+                                              debug_interval_s=debug):
+                return False
+            if not rule.tags:
+                return True
+            tags = s3.get_object_tags(b, e["Key"])  # re-tagged since the listing: decide by the tags now
+            return tags is not None and rule.selects_tags(tags)
+
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            async for entries, _ in self.lister.pages(Scope(prefix=rule.prefix), {}, filtered=True):
+                aged = [e for e in entries if due(e)]
+                if rule.tags and aged:
+                    aged = await self._tagged(aged, rule)
+                for chunk in chunks(aged, batch_keys(self.pacer, self.cap, paced=self.settings.paced)):
+                    tasks.append(await self.deleter.start(chunk, self.limiter, still_due))
+                for t in [t for t in tasks if t.done()]:
+                    t.result()  # a batch that failed stops the run here
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        c = self.ledger.counters
+        return tuple(c.get(k, 0) - before.get(k, 0)  # type: ignore[return-value]
+                     for k in ("objects_deleted", "kept_rewritten", "keys_refused"))
+
+    async def _tagged(self, entries: list[dict[str, Any]], rule: lc.ExpiryRule) -> list[dict[str, Any]]:
+        slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)
+
+        async def one(e: dict[str, Any]) -> bool:
+            async with slots:
+                tags = await self.threads.call("GetObjectTagging", self.io.s3.get_object_tags,
+                                               self.xp.profile.bucket, e["Key"])
+            return tags is not None and rule.selects_tags(tags)
+
+        keep = await asyncio.gather(*(one(e) for e in entries))
+        return [e for e, k in zip(entries, keep) if k]
+
+    async def abort_old_uploads(self, rule: lc.ExpiryRule, now: float, debug: float) -> int:
+        old = [u for u in await self.lister.uploads(Scope(prefix=rule.prefix))
+               if lc.expired(u["Initiated"].timestamp(), rule.abort_multipart_days or 0, now, debug_interval_s=debug)]
+        await self.deleter.abort_uploads(old, self.limiter)
+        return len(old)
+
+
+async def _apply_by_listing(xp: ExpirePlan, io: PurgeIO, now: float, debug: float, *, settings: Settings,
+                            tuning: Tuning, time_: Time) -> list[Check]:
     """What lifecycle would do now for the rules' listing-decidable parts (see the module doc)."""
-    b = xp.profile.bucket
     checks = []
-    for r in xp.rules:
-        parts = now_by_listing(r)
-        if "days" in parts:
-            def still_expired(key: str, rule: lc.ExpiryRule = r) -> bool:
-                head = io.s3.head_object(b, key)  # rewritten since the listing: keep it (RGW checks too)
-                if head is None or not lc.expired(head["LastModified"].timestamp(), rule.days or 0, now,
-                                                  debug_interval_s=debug):
-                    return False
-                if not rule.tags:
-                    return True
-                tags = io.s3.get_object_tags(b, key)  # re-tagged since the listing: decide by the tags now
-                return tags is not None and rule.selects_tags(tags)
-
-            def expire_current(rule: lc.ExpiryRule = r) -> tuple[int, int, int]:
-                listed = _expired_keys(io, b, rule, now, debug, threads=head_threads)
-                with ThreadPoolExecutor(head_threads) as pool:
-                    keys = [k for k, ok in zip(listed, pool.map(still_expired, listed)) if ok]
-                refused = 0
-                for i in range(0, len(keys), 1000):
-                    refused += len(io.s3.delete_batch(b, [{"Key": k} for k in keys[i:i + 1000]]))
-                return len(keys), len(listed) - len(keys), refused
-
-            deleted, kept, refused = await asyncio.to_thread(expire_current)
-            checks.append(Check(f"rule {r.rule_id} applied now", "failed" if refused else "ok",
-                                f"{deleted:,} objects expired through S3 deletes"
-                                + (f", {kept:,} rewritten since the listing kept" if kept else "")
-                                + (f", {refused:,} deletes refused" if refused else "")))
-        if "abort_multipart_days" in parts:
-            def abort_old(rule: lc.ExpiryRule = r) -> int:
-                old = [u for u in io.s3.iter_uploads(b, rule.prefix)
-                       if lc.expired(u["Initiated"].timestamp(), rule.abort_multipart_days or 0, now,
-                                     debug_interval_s=debug)]
-                for u in old:
-                    io.s3.abort_upload(b, u["Key"], u["UploadId"])
-                return len(old)
-
-            aborted = await asyncio.to_thread(abort_old)
-            checks.append(Check(f"rule {r.rule_id} uploads aborted now", "ok", f"{aborted:,} incomplete uploads"))
-        if left_to_rgw(r):
-            checks.append(Check(f"rule {r.rule_id} left to RGW", "skipped",
-                                f"{', '.join(left_to_rgw(r))}: RGW's lifecycle worker applies them in "
-                                f"rgw_lifecycle_work_time (lc process cannot run one bucket on "
-                                f"{xp.profile.release}, tracker 53430)"))
+    async with ListingExpiry(xp, io, settings=settings, tuning=tuning, time_=time_) as run:
+        for r in xp.rules:
+            parts = now_by_listing(r)
+            if "days" in parts:
+                deleted, kept, refused = await run.expire_current(r, now, debug)
+                checks.append(Check(f"rule {r.rule_id} applied now", "failed" if refused else "ok",
+                                    f"{deleted:,} objects expired through S3 deletes"
+                                    + (f", {kept:,} rewritten since the listing kept" if kept else "")
+                                    + (f", {refused:,} deletes refused" if refused else "")))
+            if "abort_multipart_days" in parts:
+                aborted = await run.abort_old_uploads(r, now, debug)
+                checks.append(Check(f"rule {r.rule_id} uploads aborted now", "ok", f"{aborted:,} incomplete uploads"))
+            if left_to_rgw(r):
+                checks.append(Check(f"rule {r.rule_id} left to RGW", "skipped",
+                                    f"{', '.join(left_to_rgw(r))}: RGW's lifecycle worker applies them in "
+                                    f"rgw_lifecycle_work_time (lc process cannot run one bucket on "
+                                    f"{xp.profile.release}, tracker 53430)"))
     return checks
 
 
@@ -338,14 +418,15 @@ async def plan_expiry(io: PurgeIO, *, bucket: str | None, cli_rule: lc.ExpiryRul
 
 
 async def apply_expiry(plans: ExpiryPlans, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float,
-                       one_bucket: bool, on_failure: Callable[[BucketFailure], None] | None = None
-                       ) -> list[ExpireResult]:
+                       one_bucket: bool, on_failure: Callable[[BucketFailure], None] | None = None,
+                       settings: Settings = Settings(), tuning: Tuning = Tuning()) -> list[ExpireResult]:
     """Apply each plan in turn; over every bucket a bucket that fails is recorded in
     ``plans.failures`` and the next one still gets its turn."""
     results = []
     for x in plans.plans:
         try:
-            results.append(await apply_expire(x, io, long_timeout_s=long_timeout_s, busy_wait_s=busy_wait_s))
+            results.append(await apply_expire(x, io, long_timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
+                                               settings=settings, tuning=tuning))
         except RgwkeeperError as exc:
             if one_bucket:
                 raise

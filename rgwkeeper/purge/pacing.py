@@ -15,6 +15,7 @@ docs/purge.md, "Resume, pacing, retries". Time is injected, so tests drive it wi
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
@@ -28,6 +29,10 @@ log = structlog.get_logger("rgwkeeper.purge")
 
 MIN_SHARE = 0.05  # the slowest a paced purge gets: one request busy 5% of the time
 GROWTH = 1.25  # per fast probe; halving per slow one
+# A paced run starts at 1% of its concurrency (2 of 256 librados ops; S3: one batch busy 8%
+# of the time) and grows while probes stay fast: starting higher hurts ingest before the first
+# probes come back slow (docs/purge.md, "Resume, pacing, retries").
+PACED_START_FRACTION = 0.01
 
 
 @dataclass
@@ -67,6 +72,15 @@ class Pacer:
         """The busy fraction of ``limit(configured)`` requests in flight: 1 unless the pacer wants
         less than one request in flight."""
         return min(1.0, self.share(configured) / self.limit(configured))
+
+
+def run_pacer(target_s: float, *, paced: bool, widest: int) -> Pacer:
+    """A run's pacer: at full concurrency when not paced; paced, from PACED_START_FRACTION down to
+    where ``widest`` (the most requests in flight the run's paths allow) is at MIN_SHARE: halving
+    further slows nothing and only delays recovery (S3 at 8 batches floors at 0.00625)."""
+    pacer = Pacer(target_s, fraction=PACED_START_FRACTION if paced else 1.0)
+    pacer.min_fraction = min(pacer.fraction, MIN_SHARE / widest)
+    return pacer
 
 
 class Limiter:
@@ -194,3 +208,62 @@ async def probe_loop(pacer: Pacer, write: Callable[[], Awaitable[None]], *, inte
             await asyncio.wait_for(stop.wait(), interval_s)
         except asyncio.TimeoutError:
             pass
+
+
+BEFORE_PROBES, BEFORE_PROBE_GAP_S = 9, 0.1  # a paced run's first probes, before any change
+MIN_TARGET_S = 1e-4
+
+
+class Probe:
+    """A paced run's probe: what a write costs before the first change (its target), then a
+    probe every ``interval_s`` that drives ``pacer`` until :meth:`stop`.
+
+    ``absolute_s``: a latency target; ``increase``: a target relative to the median probe
+    before the run (x (1 + increase)). With both, the lower one holds; an absolute target
+    below what a probe costs before the run means the run crawls at its floor."""
+
+    def __init__(self, pacer: Pacer, write: Callable[[], Awaitable[None]], *, absolute_s: float, increase: float,
+                 interval_s: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.pacer = pacer
+        self.write = write
+        self.absolute_s = absolute_s
+        self.increase = increase
+        self.interval_s = interval_s
+        self.before_s: float | None = None
+        self._clock = clock
+        self._sleep = sleep
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._measure_target()
+        self._task = asyncio.create_task(probe_loop(self.pacer, self.write, interval_s=self.interval_s,
+                                                    stop=self._stop, clock=self._clock))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _measure_target(self) -> None:
+        samples = []
+        for _ in range(BEFORE_PROBES):
+            took = await time_probe(self.write, self._clock)
+            if took is not None:
+                samples.append(took)
+            await self._sleep(BEFORE_PROBE_GAP_S)
+        if not samples:
+            # No reference: an absolute target still works; a relative one has nothing to be
+            # relative to, and the run goes at its slowest pace.
+            log.warning("purge pacing: no probe answered before the purge; an absolute target is kept, "
+                        "a relative one runs the purge at its slowest pace")
+            self.pacer.target_s = self.absolute_s or MIN_TARGET_S
+            return
+        before = self.before_s = max(statistics.median(samples), MIN_TARGET_S)
+        targets = [t for t in (self.absolute_s, before * (1 + self.increase) if self.increase > 0 else 0.0) if t > 0]
+        self.pacer.target_s = min(targets)
+        log.info("purge pacing target", before_ms=round(before * 1000, 2), target_ms=round(self.pacer.target_s * 1000, 2))
+        if self.pacer.target_s < before:
+            log.warning("purge pacing target below what a probe write costs before the purge: it will run at "
+                        "its slowest", before_ms=round(before * 1000, 2), target_ms=round(self.pacer.target_s * 1000, 2))

@@ -339,6 +339,7 @@ class FakeS3:
         after = start_after or ""
         while True:
             self._up("ListObjectsV2")
+            self._fault("iter_pages")
             self.w.log.append(f"S3 ListObjectsV2 after={after!r}")
             keys = sorted(k for k in self.w.index if k > after and (prefix is None or k.startswith(prefix)))
             n = min(self.w.page_size, page_size)
@@ -378,6 +379,7 @@ class FakeS3:
     def delete_batch(self, bucket: str, objects: list[dict[str, str]]) -> list[dict[str, Any]]:
         self._bucket(bucket, "DeleteObjects")
         self._up("DeleteObjects")
+        self._fault("delete_batch")
         self.w.log.append(f"S3 DeleteObjects {[o['Key'] for o in objects]}")
         errors = []
         for o in objects:

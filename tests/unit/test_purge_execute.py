@@ -691,8 +691,8 @@ def test_the_caps_wait_is_not_busy_time_for_pacing_and_a_cancelled_wait_frees_it
 
     async def cancelled():
         slots = Limiter(lambda: 1)
-        await ex._cap.take(1)  # the first slot goes at once; the next waits a second
-        task = asyncio.create_task(ex._start_batch([{"Key": "plain/0"}], slots))
+        await ex.cap.take(1)  # the first slot goes at once; the next waits a second
+        task = asyncio.create_task(ex.s3_deleter.start([{"Key": "plain/0"}], slots))
         await asyncio.sleep(0.01)
         assert not task.done() and slots.in_flight == 1
         task.cancel()

@@ -1,0 +1,175 @@
+"""The deleters: one sends S3 DeleteObjects batches (re-checking each key first when asked),
+the other removes the RADOS heads of objects whose head holds all their data. Both count what
+they did in the run's ledger and honour its rate cap and pacing."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from typing import Any, Awaitable, Callable
+
+from rgwkeeper.adapters.rados import BulkObjects
+from rgwkeeper.adapters.s3 import S3Adapter
+from rgwkeeper.purge.checkpoint import Ledger
+from rgwkeeper.purge.layout import head_oid
+from rgwkeeper.purge.lister import Entry
+from rgwkeeper.purge.pacing import Limiter, Pacer, RateCap
+from rgwkeeper.purge.runtime import PurgeFailed, Threads
+
+RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, then may pause
+RECHECK_IN_FLIGHT = 16  # re-check calls in flight (all batches together) before their deletes
+
+#: A blocking check of one listed entry just before its delete (a HEAD, perhaps its tags):
+#: True if it is still to be deleted. Keys written again since the listing are kept.
+StillDue = Callable[[Entry], bool]
+
+
+def chunks(items: list[Any], n: int) -> list[list[Any]]:
+    return [items[i:i + n] for i in range(0, len(items), n)]
+
+
+class S3Deleter:
+    """DeleteObjects batches of one bucket. ``strict``: a refused key stops the run
+    (PurgeFailed); otherwise refused keys are counted as ``keys_refused`` and the run goes on."""
+
+    def __init__(self, s3: S3Adapter, bucket: str, threads: Threads, ledger: Ledger, cap: RateCap, *,
+                 strict: bool = True) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.threads = threads
+        self.ledger = ledger
+        self.cap = cap
+        self.strict = strict
+        self._recheck_slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # for the whole run, not per batch
+
+    async def start(self, chunk: list[Entry], limiter: Limiter, still: StillDue | None = None) -> asyncio.Task[None]:
+        """Wait for a slot in flight, then for the cap's time slot, and send one DeleteObjects.
+        The cap comes second: a batch that waited for its time slot while every slot in flight
+        was busy would leave together with the next one."""
+        started = await limiter.acquire()
+        try:
+            await self.cap.take(len(chunk))
+        except BaseException:
+            await limiter.release()
+            raise
+        limiter.restart(started)  # the cap's wait is not busy time: pacing pauses after busy time
+        return asyncio.create_task(self._batch(chunk, limiter, still))
+
+    async def _recheck(self, chunk: list[Entry], still: StillDue) -> list[Entry]:
+        async def one(e: Entry) -> bool:
+            async with self._recheck_slots:
+                return await self.threads.call("HeadObject", still, e)
+
+        keep = await asyncio.gather(*(one(e) for e in chunk))
+        if not all(keep):
+            self.ledger.count(kept_rewritten=len(chunk) - sum(keep))
+        return [e for e, k in zip(chunk, keep) if k]
+
+    async def _batch(self, chunk: list[Entry], limiter: Limiter, still: StillDue | None) -> None:
+        """One DeleteObjects request; the caller acquired ``limiter``, released here."""
+        try:
+            if still is not None:
+                chunk = await self._recheck(chunk, still)
+            objects = [{"Key": e["Key"], **({"VersionId": e["VersionId"]} if e.get("VersionId") else {})}
+                       for e in chunk]
+            errors = await self.threads.call("DeleteObjects", self.s3.delete_batch, self.bucket, objects) \
+                if objects else []
+        finally:
+            await limiter.release()
+        if errors and self.strict:
+            first = errors[0]
+            raise PurgeFailed(f"DeleteObjects {self.bucket}", f"{len(errors)} of {len(chunk)} keys refused, e.g. "
+                                f"{first.get('Key')!r}: {first.get('Code')}")
+        refused = {e.get("Key") for e in errors}
+        done = [e for e in chunk if e["Key"] not in refused]
+        markers = sum(1 for e in done if e.get("DeleteMarker"))
+        self.ledger.count(objects_deleted=len(done) - markers, delete_markers_deleted=markers, via_s3=len(done),
+                          bytes_deleted=sum(e.get("Size", 0) for e in done),
+                          **({"keys_refused": len(chunk) - len(done)} if errors else {}))
+
+    async def abort_uploads(self, uploads: list[Entry], limiter: Limiter) -> None:
+        async def abort(u: Entry) -> None:
+            async with limiter:
+                await self.threads.call("AbortMultipartUpload", self.s3.abort_upload, self.bucket, u["Key"],
+                                        u["UploadId"])
+
+        await asyncio.gather(*(abort(u) for u in uploads))
+        self.ledger.count(uploads_aborted=len(uploads))
+
+
+class HeadDeleter:
+    """Removes, with librados, the heads of objects whose head holds all their data (one RADOS
+    object, nothing in GC); the rest goes back to the caller for S3. ``window``: librados
+    operations in flight; when paced, they go in chunks at the pacer's window with its pauses
+    between chunks (one page of 1,000 removals at full speed hurt ingest on one core)."""
+
+    def __init__(self, data: BulkObjects, *, pool: str, marker: str, head_chunk_bytes: int, window: int,
+                 pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None) -> None:
+        self.data = data
+        self.pool = pool
+        self.marker = marker
+        self.head_chunk_bytes = head_chunk_bytes
+        self.window = window
+        self.pacer = pacer
+        self.cap = cap
+        self.ledger = ledger
+        self._limiter = limiter
+
+    async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[tuple[str, str]]) -> list[Any]:
+        """``op(objs, window=...)`` (stat_many, remove_many) at the configured window, or paced."""
+        if self.pacer is None or self._limiter is None:
+            return await op(objs, window=self.window)
+        out: list[Any] = []
+        while len(out) < len(objs):
+            window = self.pacer.limit(self.window)
+            async with self._limiter:  # one chunk at a time across the pages in flight
+                out.extend(await op(objs[len(out):len(out) + window * RADOS_CHUNK_WINDOWS], window=window))
+        return out
+
+    async def head_only(self, entries: list[Entry]) -> tuple[list[tuple[Entry, Any]], int, list[Entry]]:
+        """(entries whose head holds all their data, with the head's oid; heads already gone;
+        the entries that must go through S3)."""
+        candidates, others = [], []
+        for e in entries:
+            single_part = "-" not in e.get("ETag", "-").strip('"')
+            (candidates if e["Size"] <= self.head_chunk_bytes and single_part else others).append(e)
+        if not candidates:
+            return [], 0, others
+        objs = [head_oid(self.marker, e["Key"]) for e in candidates]
+        sizes = await self.many(self.data.stat_many, objs)
+        remove, gone = [], 0
+        for e, obj, size in zip(candidates, objs, sizes):
+            if size is None:
+                gone += 1  # removed by an earlier, interrupted run: its index entry is still there
+            elif size == e["Size"]:
+                remove.append((e, obj))
+            else:
+                others.append(e)  # compressed, encrypted with padding, or tails: RGW must do it
+        return remove, gone, others
+
+    async def remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
+        """Remove the heads of head-only objects; return the entries that must go through S3.
+        In a sweep, heads already gone were counted as deleted by the first pass."""
+        remove, gone, others = await self.head_only(entries)
+        if not remove and not gone:
+            return others
+        rets: list[Any] = []
+        for chunk in chunks([o for _, o in remove], self.cap.chunk(len(remove))):
+            await self.cap.take(len(chunk))
+            rets.extend(await self.many(self.data.remove_many, chunk))
+        removed_bytes = 0
+        for (e, obj), ret in zip(remove, rets):
+            check_removed(self.pool, obj[0], ret)
+            removed_bytes += e["Size"]
+        self.ledger.count(index_left=len(remove) + gone, direct_removed=len(remove))
+        if not sweep:
+            self.ledger.count(objects_deleted=len(remove) + gone, bytes_deleted=removed_bytes)
+        elif len(remove):
+            self.ledger.count(objects_deleted=len(remove), bytes_deleted=removed_bytes)
+        return others
+
+
+def check_removed(pool: str, oid: str, ret: int, *, what: str = "remove") -> None:
+    """A librados removal's return code: done, or already gone; anything else stops the run."""
+    if ret not in (0, -errno.ENOENT):
+        raise PurgeFailed(f"{pool}/{oid} {what}", errno.errorcode.get(-ret, str(ret)), ret=ret)

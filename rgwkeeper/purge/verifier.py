@@ -1,0 +1,149 @@
+"""The verifier: a purge's end state, read back. Exit codes are not evidence (``bucket rm``
+exits 0 for a bucket that does not exist), so the last step looks: the bucket, its instance
+and index shards gone, none of its RADOS objects left (tails still referenced by copies in
+other buckets excepted), no GC entry holding them, the owner unlinked and its stats synced;
+for a prefix or filtered purge, nothing matching still listed."""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.rados import BulkObjects
+from rgwkeeper.errors import CephError, NotFound
+from rgwkeeper.purge.layout import bucket_prefix, is_tail, parse_refcount
+from rgwkeeper.purge.lister import Lister
+from rgwkeeper.purge.plan import Scope, Verify
+from rgwkeeper.purge.profile import BucketProfile
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, failed, skipped, warning
+    detail: str
+
+
+class Verifier:
+    def __init__(self, profile: BucketProfile, *, rgw: RadosgwAdmin, bulk: Callable[[str], BulkObjects], lister: Lister,
+                 created_at: float, scan_max_objects: int) -> None:
+        self.p = profile
+        self.rgw = rgw
+        self.bulk = bulk
+        self.lister = lister
+        self.created_at = created_at
+        self.scan_max_objects = scan_max_objects
+
+    async def check(self, step: Verify) -> list[Check]:
+        if step.whole_bucket:
+            return await self.bucket_gone()
+        return await self.scope_empty(step.scope)
+
+    async def bucket_gone(self) -> list[Check]:
+        p = self.p
+        checks: list[Check] = []
+        try:
+            stats = await self.rgw.bucket_stats(p.bucket)
+            same = stats.get("id") == p.bucket_id
+            checks.append(Check("bucket gone", "failed" if same else "warning",
+                                "bucket stats still answers for it" if same else
+                                f"a new bucket of that name exists (id {stats.get('id')})"))
+        except NotFound:
+            exists = await self.lister.threads.call("HeadBucket", self.lister.s3.bucket_exists, p.bucket)
+            checks.append(Check("bucket gone", "failed" if exists else "ok",
+                                "S3 HeadBucket still finds it" if exists else
+                                "radosgw-admin bucket stats: does not exist; S3 HeadBucket: 404"))
+        try:
+            await self.rgw.metadata_get(f"bucket.instance:{p.bucket}:{p.bucket_id}")
+            checks.append(Check("bucket instance gone", "failed", f"metadata bucket.instance:{p.bucket}:{p.bucket_id} "
+                                "still exists"))
+        except NotFound:
+            checks.append(Check("bucket instance gone", "ok", "no bucket.instance metadata"))
+        if p.index_pool and p.index_gen is None:
+            checks.append(Check("index shards gone", "warning", "not read back: the bucket's index generation "
+                                "was not known (RGW removed its index with the bucket)"))
+        elif p.index_pool:
+            shards = p.index_shards
+            sizes = await self.bulk(p.index_pool).stat_many([(o, "") for o in shards], window=64)
+            left = [o for o, s in zip(shards, sizes) if s is not None]
+            checks.append(Check("index shards gone", "failed" if left else "ok",
+                                f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
+                                f"{len(shards)} shard objects absent from {p.index_pool}"))
+        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool, *p.class_data_pools)) if x]
+        for pool in pools:
+            checks.append(await self.pool_clean(pool))
+        checks.append(await self.gc_clear())
+        buckets = await self.rgw.user_buckets(p.owner)
+        stats = await self.rgw.user_stats(p.owner)
+        owner_stats = stats.get("stats", {})
+        checks.append(Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
+                            f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
+                            f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"))
+        synced = _parse_time(stats.get("last_stats_sync"))
+        fresh = synced is not None and synced >= self.created_at - 1
+        checks.append(Check("owner stats synced", "ok" if fresh else "warning",
+                            f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
+                            f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)")))
+        return checks
+
+    async def pool_clean(self, pool: str) -> Check:
+        p = self.p
+        try:
+            found, complete = await self.bulk(pool).list_prefix(bucket_prefix(p.marker),
+                                                                max_scanned=self.scan_max_objects)
+        except CephError as exc:
+            if exc.ret != -errno.ENOENT:
+                raise
+            # RGW creates the data-extra (non-ec) pool on the first multipart upload only.
+            return Check(f"no RADOS objects left in {pool}", "ok", "the pool does not exist")
+        if not complete:
+            return Check(f"no RADOS objects left in {pool}", "skipped",
+                         f"the pool has more than {self.scan_max_objects:,} objects "
+                         "(purge.verify_scan_max_objects); not scanned")
+        leftover, shared = [], []
+        for oid, locator in found:
+            if not is_tail(oid, p.marker):
+                leftover.append(oid)
+                continue
+            blob = await self.bulk(pool).get_xattr(oid, "refcount", locator=locator)
+            refs = parse_refcount(blob).refs if blob else ()
+            (shared if refs else leftover).append(oid)
+        if leftover:
+            return Check(f"no RADOS objects left in {pool}", "failed",
+                         f"{len(leftover)} objects of the bucket left, e.g. {leftover[0]}")
+        return Check(f"no RADOS objects left in {pool}", "ok",
+                     f"none of {p.marker}_*" + (f" except {len(shared)} tail objects still referenced by copies "
+                                                f"in other buckets (kept by design), e.g. {shared[0]}" if shared else ""))
+
+    async def gc_clear(self, *, strict: bool = True) -> Check:
+        prefix = bucket_prefix(self.p.marker)
+        entries = await self.rgw.gc_list(include_all=True)
+        ours = [e for e in entries if any(o.get("oid", "").startswith(prefix) for o in e.get("objs", []))]
+        if ours:
+            return Check("GC processed", "failed" if strict else "warning",
+                         f"{len(ours)} GC entries still hold objects of the bucket (space not yet free)")
+        return Check("GC processed", "ok", f"no GC entry for {prefix}* ({len(entries)} entries in all)")
+
+    async def scope_empty(self, scope: Scope) -> list[Check]:
+        versions = self.p.versioning != "off"
+        remaining = await self.lister.matching(scope, versions=versions)
+        what = "versions or delete markers" if versions else "objects"
+        checks = [Check(f"no matching {what} left", "failed" if remaining else "ok",
+                        f"{len(remaining)} left, e.g. {remaining[0]['Key'][:80]!r}" if remaining else
+                        f"none under {scope.prefix or 'the bucket'}")]
+        uploads = await self.lister.uploads(scope)
+        checks.append(Check("no matching incomplete uploads", "failed" if uploads else "ok",
+                            f"{len(uploads)} left" if uploads else "none"))
+        # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
+        checks.append(await self.gc_clear(strict=False))
+        return checks
+
+
+def _parse_time(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None

@@ -1,0 +1,95 @@
+"""Expire's run from a listing (Pacific, where `lc process --bucket` cannot run one bucket) on
+the purge's lister and S3 deleter: retries, the rate cap, refused keys counted. Adapters faked
+with the strict purge world; time injected, nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+from rgwkeeper import lifecycle as lc
+from rgwkeeper.errors import CephUnreachable
+from rgwkeeper.purge.execute import Settings
+from rgwkeeper.purge.expire import apply_expire, plan_expire
+from rgwkeeper.purge.runtime import Time
+from tests.unit.purge_fakes import World, purge_io
+
+
+def _aged(world: World, *keys: str, days: int = 10) -> None:
+    for key in keys:
+        world.index[key]["LastModified"] = (datetime.datetime.now(datetime.timezone.utc)
+                                            - datetime.timedelta(days=days))
+
+
+def _expire(world: World, tmp_path, *, settings: Settings = Settings(), time_: Time = Time()):
+    io, _ = purge_io(world, tmp_path)
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2)
+
+    async def go():
+        xp = await plan_expire(world.bucket, [rule], io, protected=[], run_now=True)
+        assert xp.by_listing, "the default world is Pacific: expire runs from a listing"
+        return await apply_expire(xp, io, long_timeout_s=60, settings=settings, time_=time_)
+
+    result = asyncio.run(go())
+    return result, next(c for c in result.checks if c.name.endswith("applied now"))
+
+
+def _fake_time():
+    now, slept = [0.0], []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    return Time(clock=lambda: now[0], sleep=sleep), slept
+
+
+def test_expire_from_a_listing_retries_a_listing_and_a_delete_while_rgw_restarts(tmp_path):
+    world = World()
+    _aged(world, "plain/0", "plain/1")
+    unreachable = CephUnreachable("S3", "cannot connect to the RGW endpoint")
+    world.s3_faults = {"iter_pages": [unreachable], "delete_batch": [unreachable]}
+    time_, slept = _fake_time()
+    result, applied = _expire(world, tmp_path, time_=time_)
+    assert result.ok, result.checks
+    assert applied.detail == "2 objects expired through S3 deletes"
+    assert not {"plain/0", "plain/1"} & set(world.index) and "plain/2" in world.index
+    assert slept.count(0.5) == 2  # one back-off for each fault, on the shared retry policy
+    assert world.s3_faults == {"iter_pages": [], "delete_batch": []}
+
+
+def test_expire_from_a_listing_keeps_to_the_purge_rate_cap(tmp_path):
+    world = World()
+    _aged(world, "plain/0", "plain/1", "plain/2")
+    time_, slept = _fake_time()
+    result, applied = _expire(world, tmp_path, settings=Settings(max_objects_per_second=1.0), time_=time_)
+    assert result.ok and applied.detail == "3 objects expired through S3 deletes"
+    deletes = [line for line in world.log if line.startswith("S3 DeleteObjects")]
+    assert deletes == ["S3 DeleteObjects ['plain/0']", "S3 DeleteObjects ['plain/1']",
+                       "S3 DeleteObjects ['plain/2']"]  # a second's worth a request
+    assert sum(slept) == 2.0  # 3 objects at 1/s: at 0, 1 and 2 s
+
+
+def test_expire_from_a_listing_counts_a_refused_key_apart_and_goes_on(tmp_path):
+    world = World()
+    _aged(world, "plain/0", "plain/1")
+    world.fail_delete_keys = {"plain/0"}
+    result, applied = _expire(world, tmp_path)
+    assert applied.status == "failed" and not result.ok
+    # Only the key RGW deleted counts as expired (it used to count both).
+    assert applied.detail == "1 objects expired through S3 deletes, 1 deletes refused"
+    assert "plain/0" in world.index and "plain/1" not in world.index
+
+
+def test_expire_from_a_listing_is_paced_like_a_purge_and_removes_its_probe(tmp_path):
+    world = World()
+    _aged(world, "plain/0")
+    time_, _ = _fake_time()
+    result, applied = _expire(world, tmp_path, settings=Settings(pace_latency_increase=0.5), time_=time_)
+    assert result.ok and applied.detail == "1 objects expired through S3 deletes"
+    probes = [line for line in world.log if "rgwkeeper.expire.probe." in line]
+    # The target is measured before the first delete (9 probes), and the probe object goes after.
+    first_delete = next(i for i, line in enumerate(world.log) if line.startswith("S3 DeleteObjects"))
+    assert sum(1 for line in world.log[:first_delete] if line.startswith("rados write")
+               and "rgwkeeper.expire.probe." in line) >= 9
+    assert probes[-1].startswith("rados rm ") and probes[-1].endswith(f"rgwkeeper.expire.probe.{world.bucket_id}")
