@@ -13,10 +13,11 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 
 # Debian packages. librados for Python is not on PyPI: it is python3-rados,
 # built for /usr/bin/python3, so the venv below uses --system-site-packages.
-# radosgw ships radosgw-admin; ceph-common ships ceph and rados.
+# radosgw ships radosgw-admin; ceph-common ships ceph and rados. prometheus ships
+# promtool, which checks and unit-tests the shipped alert rules (its service is not started).
 APT_PACKAGES=(
   python3-venv python3-rados ceph-common radosgw
-  docker.io debootstrap uuid-runtime ca-certificates
+  docker.io debootstrap uuid-runtime ca-certificates prometheus
 )
 
 need_apt=()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -53,6 +53,13 @@ class Metrics:
         self.pgs_deep_scrub_due.labels("horizon").set(summary.due_within_horizon if summary else float("nan"))
         left = summary.seconds_to_nearest if summary else None
         self.deep_scrub_deadline.set(left if left is not None else float("nan"))
+
+    def observe_spillover(self, needs_bigger_db: Mapping[int, int]) -> None:
+        """The OSDs whose spillover compaction did not clear, now: an OSD that cleared (or left
+        the cluster) loses its series, so an alert on it resolves."""
+        self.needs_db_bytes.clear()
+        for osd, size in needs_bigger_db.items():
+            self.needs_db_bytes.labels(str(osd)).set(size)
 
     def serve(self, address: str) -> None:
         parsed = parse_host_port(address)

@@ -257,8 +257,7 @@ class Service:
             self.metrics.projected_nearfull.set(plan.fill.projected_s_to_nearfull
                                                 if plan.fill.projected_s_to_nearfull is not None else float("nan"))
         if plan.spillover is not None:
-            for osd, size in plan.spillover.needs_bigger_db.items():
-                self.metrics.needs_db_bytes.labels(str(osd)).set(size)
+            self.metrics.observe_spillover(plan.spillover.needs_bigger_db)
         self.journal.renew({self.holder}, self.wall_clock() + self.cfg.daemon.lease_s)
         now_overrides = self.journal.overrides()
         self.metrics.overrides.set(len(now_overrides))
