@@ -1,10 +1,11 @@
-"""The shipped Prometheus alert rules: valid (`promtool check rules`), each alert firing when it
+"""The shipped Prometheus alert rules and Grafana dashboard: rules valid (`promtool check rules`), each alert firing when it
 should and not before (`promtool test rules`, tests/fixtures/alerts), and every metric they
 read exported by the daemon under that name. promtool comes from Debian's prometheus package,
 which scripts/setup-host.sh installs."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -76,3 +77,31 @@ def test_an_osd_whose_spillover_cleared_loses_its_series_so_the_alert_resolves()
     assert series() == {"2": 8 << 30, "5": 4 << 30}
     m.observe_spillover({5: 4 << 30})  # osd.2's compaction cleared it (before: its 8 GiB stayed)
     assert series() == {"5": 4 << 30}
+
+
+DASHBOARD = ROOT / "config/grafana/rgwkeeper-dashboard.json"
+
+
+def _panel_queries() -> list[tuple[str, str]]:
+    dash = json.loads(DASHBOARD.read_text())
+    return [(f"{p['title']} {t['refId']}", t["expr"]) for p in dash["panels"] for t in p["targets"]]
+
+
+def test_every_dashboard_query_is_valid_promql(tmp_path):
+    # promtool parses expressions only inside rule files: each query becomes a recording rule.
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"rgwkeeper_dashboard:q{i}", "expr": expr} for i, (_, expr) in enumerate(_panel_queries())]}]}
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(yaml.safe_dump(rules))
+    out = _promtool("check", "rules", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_dashboard_shows_every_metric_the_daemon_exports_and_nothing_else():
+    exported = {m.name for m in Metrics().registry.collect()}
+    shown = set()
+    for where, expr in _panel_queries():
+        used = {re.sub(r"_(total|bucket|sum|count)$", "", m) for m in re.findall(r"\brgwkeeper_[a-z_]+", expr)}
+        assert used and used <= exported, f"{where}: {used - exported} not exported"
+        shown |= used
+    assert exported - shown == set(), "metrics without a panel"
