@@ -1,7 +1,8 @@
-"""The shipped Prometheus alert rules and Grafana dashboard: rules valid (`promtool check rules`), each alert firing when it
-should and not before (`promtool test rules`, tests/fixtures/alerts), and every metric they
-read exported by the daemon under that name. promtool comes from Debian's prometheus package,
-which scripts/setup-host.sh installs."""
+"""The shipped Prometheus alert rules and Grafana dashboard: the rules valid (`promtool check
+rules`), each alert firing when it should and not before (`promtool test rules`,
+tests/fixtures/alerts), every metric they and the dashboard read exported by the daemon under
+that name, and every exported metric on the dashboard. promtool comes from Debian's prometheus
+package, which scripts/setup-host.sh installs."""
 
 from __future__ import annotations
 
