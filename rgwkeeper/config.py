@@ -34,6 +34,15 @@ MAX_OPS = 1e9
 log = structlog.get_logger("rgwkeeper.config")
 
 
+def textfile_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a metrics file for node exporter's textfile collector, or None."""
+    if not path.startswith("/"):
+        return f"must be an absolute path, got {path!r}"
+    if not path.endswith(".prom") or path.endswith("/.prom"):
+        return f"must be a file name ending in .prom (node exporter reads only those), got {path!r}"
+    return None
+
+
 def opt(default: Any, doc: str, **bounds: Any) -> Any:
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata={"doc": doc, **bounds})
@@ -223,6 +232,10 @@ class PurgeSection:
                                    "method.", min=1, max=4096)
     list_page_size: int = opt(1000, "Keys per S3 listing page (S3's maximum is 1000); the checkpoint "
                               "advances after each finished page.", min=1, max=1000)
+    metrics_textfile: str = opt(
+        "", "A file a purge writes its progress to as Prometheus metrics while it runs, for node exporter's "
+        "textfile collector: an absolute path ending in .prom in its --collector.textfile.directory. "
+        "`rgwkeeper purge --metrics-textfile` overrides it. Empty: none.", empty_ok=True)
     checkpoint_interval_s: float = opt(1.0, "Seconds between checkpoint writes (each one an fsync); a purge "
                                      "resumed after a crash redoes at most this much work.", min=0.0, max=600.0)
     admin_max_concurrent_ios: int | None = opt(
@@ -465,6 +478,8 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if pu is not None and not rate_cap_ok(pu.max_objects_per_second):
         out.append(f"purge.max_objects_per_second must be 0 (no cap) or at least {MIN_PURGE_RATE}, "
                    f"got {pu.max_objects_per_second}")
+    if pu is not None and pu.metrics_textfile and textfile_problem(pu.metrics_textfile):
+        out.append(f"purge.metrics_textfile {textfile_problem(pu.metrics_textfile)}")
     ps = sections.get("preshard")
     for i, p in enumerate(ps.plans if ps is not None else []):
         out.extend(f"preshard.plans[{i}]: {e}" for e in _plan_errors(p))

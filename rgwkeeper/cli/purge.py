@@ -107,6 +107,13 @@ def _full_lines(prepared: purge_api.Prepared, pool: str) -> list[str]:
     return lines
 
 
+def _check_textfile(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    problem = config_mod.textfile_problem(value) if value is not None else None
+    if problem:
+        raise click.BadParameter(problem)
+    return value
+
+
 def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``asyncio.run``, with SIGTERM cancelling the work as Ctrl-C does: a purge then saves its
     checkpoint and puts back what it must (a lifecycle purge's rule) before the process ends,
@@ -144,12 +151,15 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
               help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
                    "[default: purge.max_objects_per_second]")
 @click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
+@click.option("--metrics-textfile", callback=_check_textfile, default=None,
+              help="write progress as Prometheus metrics to this .prom file while the purge runs, for node "
+                   "exporter's textfile collector [default: purge.metrics_textfile]")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
 def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than: int | None,
           smaller_than: int | None, method: str, max_rate: float | None, raise_full_ratio: float | None,
-          dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
+          metrics_textfile: str | None, dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
@@ -216,8 +226,10 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         with purge_api.ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
             _confirm(lines, p.bucket, yes)
             with _Bar(enabled=True) as bar:
+                textfile = metrics_textfile or purge_cfg.metrics_textfile
                 report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update,
-                                    journal=journal, holder=purge_api.holder_name(), lease_s=cfg.daemon.lease_s)
+                                    journal=journal, holder=purge_api.holder_name(), lease_s=cfg.daemon.lease_s,
+                                    textfile=Path(textfile) if textfile else None)
     finally:
         purge_api.close_io(io)
     _report(report, as_json, plan)

@@ -44,6 +44,7 @@ from rgwkeeper.purge.plan import FreeWhileFull, free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
 from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
+from rgwkeeper.purge.textfile import ProgressTextfile
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -182,16 +183,40 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
 
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None,
-              journal: Journal | None = None, holder: str = "", lease_s: float = 90.0) -> PurgeReport:
+              journal: Journal | None = None, holder: str = "", lease_s: float = 90.0,
+              textfile: Path | None = None) -> PurgeReport:
     """Execute a prepared purge under its checkpoint (lock, resume count, save). With a raise of
-    the full ratio prepared, it is journaled in ``journal`` first and given back on every path."""
-    if prepared.raise_full_ratio is None:
-        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
-    if journal is None:
-        raise ValueError("a raise of the full ratio needs the journal")
-    async with fullratio.raised(io.rados, journal, prepared.raise_full_ratio, holder=holder, lease_s=lease_s,
-                                reason=f"purge of {prepared.plan.profile.bucket}"):
-        return await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+    the full ratio prepared, it is journaled in ``journal`` first and given back on every path.
+    ``textfile``: progress as Prometheus metrics there, for node exporter (purge.textfile)."""
+    metrics = None
+    if textfile is not None:
+        p = prepared.plan
+        metrics = ProgressTextfile(textfile, bucket=p.profile.bucket, plan=p.plan_id, method=p.method)
+        metrics.start()
+        on_progress = _both(on_progress, metrics.update)
+    failed = True
+    try:
+        if prepared.raise_full_ratio is None:
+            report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+        elif journal is None:
+            raise ValueError("a raise of the full ratio needs the journal")
+        else:
+            async with fullratio.raised(io.rados, journal, prepared.raise_full_ratio, holder=holder, lease_s=lease_s,
+                                        reason=f"purge of {prepared.plan.profile.bucket}"):
+                report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+        failed = not report.ok
+        return report
+    finally:
+        if metrics is not None:
+            metrics.finish(failed=failed)
+
+
+def _both(first: Callable[[Progress], None] | None, second: Callable[[Progress], None]) -> Callable[[Progress], None]:
+    def both(p: Progress) -> None:
+        if first is not None:
+            first(p)
+        second(p)
+    return both
 
 
 async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from rgwkeeper.daemon.metrics import Metrics
+from rgwkeeper.purge.textfile import ProgressTextfile
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config/prometheus/rgwkeeper-alerts.yml"
@@ -53,9 +54,14 @@ def test_every_alert_has_a_test_that_expects_it_to_fire():
     assert names - quiet == set(), "alerts never tested staying quiet"
 
 
-def test_the_rules_read_only_metrics_the_daemon_exports():
-    exported = {s.name for metric in Metrics().registry.collect() for s in metric.samples}
-    exported |= {m.name for m in Metrics().registry.collect()}
+def _exported() -> set[str]:
+    """Metric family names: the daemon's, and a purge's progress file's."""
+    purge = ProgressTextfile(Path("/nonexistent/purge.prom"), bucket="b", plan="p", method="direct")
+    return {m.name for registry in (Metrics().registry, purge.registry) for m in registry.collect()}
+
+
+def test_the_rules_read_only_metrics_rgwkeeper_exports():
+    exported = _exported()
     for alert in _alerts():
         used = set(re.findall(r"\brgwkeeper_[a-z_]+", alert["expr"]))
         if alert["alert"] == "RgwkeeperDown":
@@ -64,7 +70,7 @@ def test_the_rules_read_only_metrics_the_daemon_exports():
         assert used, alert["alert"]
         # A labelled metric has no sample until a label is set: its family name counts.
         missing = {m for m in used if m not in exported and m.removesuffix("_total") not in exported}
-        assert not missing, f"{alert['alert']} reads metrics the daemon does not export: {missing}"
+        assert not missing, f"{alert['alert']} reads metrics rgwkeeper does not export: {missing}"
 
 
 def test_an_osd_whose_spillover_cleared_loses_its_series_so_the_alert_resolves():
@@ -98,8 +104,8 @@ def test_every_dashboard_query_is_valid_promql(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_the_dashboard_shows_every_metric_the_daemon_exports_and_nothing_else():
-    exported = {m.name for m in Metrics().registry.collect()}
+def test_the_dashboard_shows_every_metric_rgwkeeper_exports_and_nothing_else():
+    exported = _exported()
     shown = set()
     for where, expr in _panel_queries():
         used = {re.sub(r"_(total|bucket|sum|count)$", "", m) for m in re.findall(r"\brgwkeeper_[a-z_]+", expr)}

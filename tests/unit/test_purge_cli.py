@@ -452,3 +452,63 @@ def test_expire_measures_lifecycle_days_on_rgws_clock(env, capsys):
     (result,) = json.loads(capsys.readouterr().out)
     assert result["ok"], result["checks"]
     assert "plain/0" in world.index and "plain/1" not in world.index
+
+
+def _prom(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(path.read_text()) for s in f.samples}
+
+
+def _value(metrics, name, **labels):
+    hits = [v for (n, ls), v in metrics.items() if n == name and all((k, v2) in ls for k, v2 in labels.items())]
+    assert len(hits) == 1, (name, labels, metrics)
+    return hits[0]
+
+
+def test_a_purge_writes_its_progress_for_node_exporter_and_ends_not_running(env, capsys, tmp_path, monkeypatch):
+    import rgwkeeper.purge.textfile as textfile
+    world, flags, _ = env
+    prom = tmp_path / "textfile" / "rgwkeeper-purge.prom"
+    prom.parent.mkdir()
+    seen = []  # the file as a scrape would read it, at each write
+    real = textfile.write_to_textfile
+
+    def write(path, registry):
+        real(path, registry)
+        seen.append(_prom(Path(path)))
+
+    monkeypatch.setattr(textfile, "write_to_textfile", write)
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--metrics-textfile", str(prom)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    first, last = seen[0], _prom(prom)
+    assert _value(first, "rgwkeeper_purge_running", bucket="capture-mixed") == 1  # written before any change
+    assert any(v == 1 for m in seen for (n, ls), v in m.items()  # and while it deleted
+               if n == "rgwkeeper_purge_running" and ("step", "delete_objects") in ls)
+    assert _value(last, "rgwkeeper_purge_running", bucket="capture-mixed") == 0
+    assert _value(last, "rgwkeeper_purge_failed", plan=doc["plan_id"], method="direct") == 0
+    assert _value(last, "rgwkeeper_purge_objects_deleted") == doc["counters"]["objects_deleted"] == 6
+    assert _value(last, "rgwkeeper_purge_last_progress_timestamp_seconds") > 1.7e9
+
+
+def test_a_purge_that_stops_says_so_in_its_metrics_file(env, tmp_path):
+    world, flags, _ = env
+    world.fail_delete_keys = {"big"}
+    prom = tmp_path / "purge.prom"
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--method", "s3",
+                         "--metrics-textfile", str(prom)]) == 1
+    last = _prom(prom)
+    assert _value(last, "rgwkeeper_purge_failed") == 1 and _value(last, "rgwkeeper_purge_running") == 0
+
+
+@pytest.mark.parametrize("path, message", [
+    ("relative.prom", "must be an absolute path"),
+    ("/tmp/purge.txt", "must be a file name ending in .prom"),
+    ("/nonexistent-dir/purge.prom", "cannot write the purge metrics textfile /nonexistent-dir/purge.prom"),
+])
+def test_a_metrics_file_that_cannot_be_used_is_one_line_and_changes_nothing(env, capsys, path, message):
+    world, flags, _ = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--metrics-textfile", path]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert world.exists and not any(line.startswith(("S3 Delete", "rados rm", "S3 PutBucket")) for line in world.log)
