@@ -47,6 +47,23 @@ class Metrics:
         self.deep_scrub_deadline = Gauge("rgwkeeper_seconds_to_deep_scrub_deadline", "Seconds until the nearest "
                                          "PG's PG_NOT_DEEP_SCRUBBED point (negative: past; NaN: unknown)", registry=r)
 
+        self.expiry_running = Gauge("rgwkeeper_expiry_running", "1 while the fill-triggered expiry runs",
+                                    registry=r)
+        self.expiry_runs = Counter("rgwkeeper_expiry_runs", "Fill-triggered expiry runs, by result (ok, partial: "
+                                   "some buckets failed, failed: refused, timed out or every bucket failed)",
+                                   ["result"], registry=r)
+        self.expiry_buckets = Counter("rgwkeeper_expiry_buckets", "Buckets the fill-triggered expiry ran, by "
+                                      "result (expired, failed)", ["result"], registry=r)
+
+    def observe_expiry(self, per_bucket: Mapping[str, bool] | None, problem: str | None) -> None:
+        """One expiry run's outcome; ``per_bucket`` None: it never got to the buckets."""
+        per_bucket = per_bucket or {}
+        failed = sum(1 for ok in per_bucket.values() if not ok)
+        self.expiry_buckets.labels("expired").inc(len(per_bucket) - failed)
+        self.expiry_buckets.labels("failed").inc(failed)
+        whole = per_bucket and not failed and problem is None
+        self.expiry_runs.labels("ok" if whole else "partial" if 0 < failed < len(per_bucket) else "failed").inc()
+
     def observe_debt(self, summary: Any) -> None:
         """From a scrub_debt.DebtSummary (None: deadlines unknown)."""
         self.pgs_deep_scrub_due.labels("past").set(summary.past_deadline if summary else float("nan"))

@@ -109,22 +109,34 @@ def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:
     log.info("created pool", pool=pool)
 
 
-def expiry_runner(cfg: Config, access: ClusterAccess, journal: Journal) -> ExpireRunner | None:
+def expiry_runner(cfg: Config, access: ClusterAccess, journal: Journal,
+                  metrics: Metrics | None = None) -> ExpireRunner | None:
     """The fill-triggered expiry, in-process: the purge engine's ``expire_configured`` on adapters
     opened for the run and closed after it; a raise of the full ratio is journaled in the daemon's
-    own journal. None without an RGW endpoint and credentials (expiry needs S3)."""
+    own journal; ``metrics`` shows it running and counts its outcome. None without an RGW
+    endpoint and credentials (expiry needs S3)."""
     if not (access.rgw_endpoint and access.rgw_credentials_file):
         return None
 
     async def run(raise_full_ratio: float | None) -> ExpiryReport:
         from rgwkeeper import purge as purge_api  # boto3 only when expiry runs
 
-        io = await asyncio.to_thread(purge_api.open_io, access, cfg.purge)
+        report = None
+        if metrics is not None:
+            metrics.expiry_running.set(1)
         try:
-            return await purge_api.expire_configured(io, cfg, raise_full_ratio=raise_full_ratio, journal=journal,
-                                                     holder=purge_api.holder_name())
+            io = await asyncio.to_thread(purge_api.open_io, access, cfg.purge)
+            try:
+                report = await purge_api.expire_configured(io, cfg, raise_full_ratio=raise_full_ratio,
+                                                           journal=journal, holder=purge_api.holder_name())
+                return report
+            finally:
+                await asyncio.to_thread(purge_api.close_io, io)
         finally:
-            await asyncio.to_thread(purge_api.close_io, io)
+            if metrics is not None:
+                metrics.expiry_running.set(0)
+                metrics.observe_expiry(report.per_bucket() if report else None,
+                                       report.problem() if report else "not run")
 
     return run
 
@@ -161,7 +173,8 @@ class Service:
         return Executor(self.rados, self.journal, holder=self.holder, lease_s=self.cfg.daemon.lease_s,
                         may_act=self.lease.is_leader, wall_clock=self.wall_clock, rgw=self.adapters.radosgw_admin,
                         s3=self.s3, ceph_cli=CephCli(self.access, "ceph"),
-                        expire=expiry_runner(self.cfg, self.access, self.journal), on_progress=self.progress)
+                        expire=expiry_runner(self.cfg, self.access, self.journal, self.metrics),
+                        on_progress=self.progress)
 
     def watchdog_ok(self, now: float) -> bool:
         return watchdog_ok(now, pass_running=self.pass_running, last_progress_at=self.last_progress_at,

@@ -24,6 +24,7 @@ from rgwkeeper.cli.common import run_cli
 from rgwkeeper.cli.main import cli
 from rgwkeeper.cli.render import render_status
 from rgwkeeper.config import Config, ConfigError, FillSection, load
+from rgwkeeper.daemon.metrics import Metrics
 from rgwkeeper.errors import CephError, ClusterFull, UsageError
 from rgwkeeper.executor import Executor
 from rgwkeeper.journal import JOURNAL_OBJECT, Journal, MemoryStore, Override
@@ -513,13 +514,49 @@ def test_the_daemons_expiry_runs_in_process_and_reports_a_refusal_in_one_line(tm
     access = ClusterAccess(tmp_path / "ceph.conf", None, "client.admin", "http://rgw:8080", tmp_path / "creds")
     assert expiry_runner(load(cfg_file), ClusterAccess(tmp_path / "c", None, "client.admin", None, None),
                          Journal(MemoryStore())) is None
+    metrics = Metrics()
     ex = Executor(None, Journal(MemoryStore()), holder="d", lease_s=10,  # type: ignore[arg-type]
-                  expire=expiry_runner(load(cfg_file), access, Journal(MemoryStore())))
+                  expire=expiry_runner(load(cfg_file), access, Journal(MemoryStore()), metrics))
     (result,) = asyncio.run(ex.apply([RunExpire("fill")]))
     assert not result.ok and result.command == "rgwkeeper expire --yes --json"
     assert "OSD_FULL" in result.detail and "--raise-full-ratio" in result.detail and "\n" not in result.detail
     assert opened == [access] and closed == [io]  # the adapters are closed after a refusal too
     assert w.log == []  # refused before any bucket was read
+    sample = metrics.registry.get_sample_value
+    assert sample("rgwkeeper_expiry_running") == 0
+    assert sample("rgwkeeper_expiry_runs_total", {"result": "failed"}) == 1
+    assert sample("rgwkeeper_expiry_runs_total", {"result": "ok"}) is None
+
+
+def test_the_daemons_expiry_shows_it_runs_and_counts_a_partial_run_bucket_by_bucket(tmp_path, monkeypatch):
+    from rgwkeeper.daemon.service import expiry_runner
+
+    w = World()
+    w.all_buckets = [w.bucket, "gone-since-listing"]  # listed, then NoSuchBucket: that bucket fails
+    io, _ = purge_io(w, tmp_path)
+    monkeypatch.setattr(purge_api, "open_io", lambda access, pcfg: io)
+    monkeypatch.setattr(purge_api, "close_io", lambda io: None)
+    cfg_file = tmp_path / "rgwkeeper.toml"
+    cfg_file.write_text('[purge]\nlifecycle_rules = [{ bucket = "*", days = 1 }]\n')
+    access = ClusterAccess(tmp_path / "ceph.conf", None, "client.admin", "http://rgw:8080", tmp_path / "creds")
+    metrics = Metrics()
+    running_during = []
+    real = purge_api.expire_configured
+
+    async def watched(*a, **kw):
+        running_during.append(metrics.registry.get_sample_value("rgwkeeper_expiry_running"))
+        return await real(*a, **kw)
+
+    monkeypatch.setattr(purge_api, "expire_configured", watched)
+    ex = Executor(None, Journal(MemoryStore()), holder="d", lease_s=10,  # type: ignore[arg-type]
+                  expire=expiry_runner(load(cfg_file), access, Journal(MemoryStore()), metrics))
+    (result,) = asyncio.run(ex.apply([RunExpire("fill")]))
+    assert result.detail.startswith("partial: 1 of 2 buckets failed (gone-since-listing)"), result.detail
+    sample = metrics.registry.get_sample_value
+    assert running_during == [1] and sample("rgwkeeper_expiry_running") == 0
+    assert sample("rgwkeeper_expiry_runs_total", {"result": "partial"}) == 1
+    assert sample("rgwkeeper_expiry_buckets_total", {"result": "expired"}) == 1
+    assert sample("rgwkeeper_expiry_buckets_total", {"result": "failed"}) == 1
 
 
 def test_expire_on_a_full_cluster_refuses_at_once_and_its_dry_run_shows_the_raise(env, tmp_path, monkeypatch, capsys):
