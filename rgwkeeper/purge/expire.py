@@ -26,7 +26,7 @@ import asyncio
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
@@ -76,7 +76,7 @@ class ExpirePlan:
         """Run now by rgwkeeper from a listing (Pacific), not by ``lc process --bucket``."""
         return self.run_now and self.profile.release not in lc.LC_ONE_BUCKET_RELEASES
 
-    def show(self, argv_of: Any = None) -> list[str]:
+    def show(self, argv_of: Callable[..., Sequence[str]] | None = None) -> list[str]:
         p = self.profile
         lines = [f"expire {p.bucket} (id {p.bucket_id}): {p.num_objects:,} objects, {p.size_bytes:,} B, "
                  f"versioning {p.versioning}, ceph {p.version} ({p.release})"]
