@@ -17,7 +17,7 @@ from rgwkeeper.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
-class Plan:
+class PassPlan:
     gate: gates.GateResult
     scrub: scrub.Decision
     actions: tuple[Action, ...]
@@ -60,8 +60,8 @@ class Plan:
         }
 
 
-def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control: Mapping[str, Any],
-         *, now: float, local_time: dtime, local_now: datetime | None = None) -> Plan:
+def plan_pass(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control: Mapping[str, Any],
+         *, now: float, local_time: dtime, local_now: datetime | None = None) -> PassPlan:
     paused = control.get("paused")
     gate = gates.check(snap, cfg.gates, paused=paused, local_time=local_time)
     decision = scrub.decide(snap, cfg.scrub_throttle, scrub.ThrottleMemory.from_dict(control.get("scrub_throttle")),
@@ -93,7 +93,7 @@ def plan(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control
     memory["scrub_debt"] = (debt.memory if all(a in actions for a in debt.actions) else
                             scrub_debt.DebtMemory({pg: r for pg, r in debt.memory.requested.items()
                                                    if pg not in {a.pgid for a in debt.actions}})).to_dict()
-    return Plan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides), shards_reason=shards_reason,
+    return PassPlan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides), shards_reason=shards_reason,
                 shard_plans=tuple(shard_plans), spillover=spill, fill=fill_d, memory=memory, debt=debt)
 
 

@@ -22,7 +22,7 @@ from rgwkeeper.executor import Executor
 from rgwkeeper.hostid import host_identity
 from rgwkeeper.journal import Journal, MemoryStore, holder_name, own_holders
 from rgwkeeper.observe import snapshot
-from rgwkeeper.reconcile import plan as make_plan
+from rgwkeeper.reconcile import plan_pass
 from rgwkeeper.units import Text
 
 
@@ -73,7 +73,7 @@ def plan(as_json: bool, **kwargs: Any) -> None:
     with _Session(kwargs, rgw=IF_CONFIGURED) as s:
         snap, _ = asyncio.run(snapshot(s.adapters, s.cfg))
         now = datetime.now()
-        p = make_plan(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),
+        p = plan_pass(snap, s.cfg, s.journal.overrides(), s.journal.control(), now=time.time(),
                       local_time=now.time(), local_now=now)
     if as_json:
         emit_json(p.to_dict())

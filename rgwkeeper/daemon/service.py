@@ -244,7 +244,7 @@ class Service:
         overrides = self.journal.overrides()
         control = self.journal.control()
         local_now = datetime.now()
-        plan = reconcile.plan(snap, self.cfg, overrides, control, now=self.wall_clock(),
+        plan = reconcile.plan_pass(snap, self.cfg, overrides, control, now=self.wall_clock(),
                               local_time=local_now.time(), local_now=local_now)
         self.metrics.observe(snap, plan.scrub.memory.ema_write_ops)
         self.metrics.gate_open.set(1 if plan.gate.open else 0)

@@ -267,7 +267,7 @@ class Tolerances:
 
 
 @dataclass
-class Check:
+class VerdictCheck:
     """One metric: larger ``estimate`` is worse; [low, high] is its confidence interval."""
 
     name: str
@@ -286,7 +286,7 @@ class Check:
 class Verdict:
     outcome: str
     reasons: list[str]
-    checks: list[Check] = field(default_factory=list)
+    checks: list[VerdictCheck] = field(default_factory=list)
     baseline: dict[str, Any] = field(default_factory=dict)
     candidate: dict[str, Any] = field(default_factory=dict)
 
@@ -344,7 +344,7 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
 
     # Errors are counted, not estimated: no interval needed.
     err_outcome = FAIL if c_err > tol.max_errors else PASS
-    v.checks.append(Check("errors", err_outcome, float(c_err), float(c_err), float(c_err), float(tol.max_errors),
+    v.checks.append(VerdictCheck("errors", err_outcome, float(c_err), float(c_err), float(c_err), float(tol.max_errors),
                           float(b_err), float(c_err), "requests",
                           f"{c_err} failed requests in {cand_w.name} (limit {tol.max_errors})"))
 
@@ -379,7 +379,7 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
     est = 1 - c_med / b_med if b_med > 0 else math.nan
     lo, hi = _ci(drops, tol.confidence)
     outcome = judge(est, lo, hi, tol.max_rate_drop) if math.isfinite(lo) else INCONCLUSIVE
-    v.checks.append(Check("median_ops_drop", outcome, est, lo, hi, tol.max_rate_drop, b_med, c_med, "fraction",
+    v.checks.append(VerdictCheck("median_ops_drop", outcome, est, lo, hi, tol.max_rate_drop, b_med, c_med, "fraction",
                           f"median ops/s {b_med:.1f} -> {c_med:.1f}: drop {_pct(est)} "
                           f"({tol.confidence:.0%} CI {_pct(lo)} to {_pct(hi)}; limit {tol.max_rate_drop:.0%})"))
 
@@ -390,7 +390,7 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
         est = c_cv - b_cv
         lo, hi = _ci(diffs, tol.confidence)
         outcome = judge(est, lo, hi, tol.max_cv_increase) if math.isfinite(lo) else INCONCLUSIVE
-        v.checks.append(Check("cv_increase", outcome, est, lo, hi, tol.max_cv_increase, b_cv, c_cv, "absolute",
+        v.checks.append(VerdictCheck("cv_increase", outcome, est, lo, hi, tol.max_cv_increase, b_cv, c_cv, "absolute",
                               f"ops/s CV {b_cv:.3f} -> {c_cv:.3f}: {est:+.3f} "
                               f"(CI {lo:+.3f} to {hi:+.3f}; limit +{tol.max_cv_increase:.2f})"))
 
@@ -413,7 +413,7 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
         est = c99 / b99 - 1
         lo, hi = _ci(incs, tol.confidence)
         outcome = judge(est, lo, hi, tol.max_p99_increase) if math.isfinite(lo) else INCONCLUSIVE
-        v.checks.append(Check(f"p99_increase_{op}", outcome, est, lo, hi, tol.max_p99_increase,
+        v.checks.append(VerdictCheck(f"p99_increase_{op}", outcome, est, lo, hi, tol.max_p99_increase,
                               b99 / 1000, c99 / 1000, "fraction",
                               f"{op} p99 {b99 / 1000:.1f} ms -> {c99 / 1000:.1f} ms: {_pct(est)} "
                               f"(CI {_pct(lo)} to {_pct(hi)}; limit +{tol.max_p99_increase:.0%})"))
@@ -435,7 +435,7 @@ def compare(base: Series, base_w: Window, cand: Series, cand_w: Window, tol: Tol
 SLOW_SECOND_MIN_REQUESTS = 5
 
 
-def slow_seconds_check(op: str, bh: np.ndarray, ch: np.ndarray, tol: Tolerances) -> Check | None:
+def slow_seconds_check(op: str, bh: np.ndarray, ch: np.ndarray, tol: Tolerances) -> VerdictCheck | None:
     """The rank test of the module doc on per-second p99 of ``op`` (None: too few seconds)."""
     b = percentile_from_hist(bh[bh.sum(axis=1) >= SLOW_SECOND_MIN_REQUESTS], 99)
     c = percentile_from_hist(ch[ch.sum(axis=1) >= SLOW_SECOND_MIN_REQUESTS], 99)
@@ -448,7 +448,7 @@ def slow_seconds_check(op: str, bh: np.ndarray, ch: np.ndarray, tol: Tolerances)
     k = int((c > threshold).sum())
     p = math.comb(m, k) / math.comb(n + m, k)
     outcome = FAIL if p < tol.slow_seconds_alpha else PASS
-    return Check(f"slow_seconds_{op}", outcome, float(k), None, None, tol.slow_seconds_alpha,
+    return VerdictCheck(f"slow_seconds_{op}", outcome, float(k), None, None, tol.slow_seconds_alpha,
                  worst / 1000, float(c.max()) / 1000, "seconds",
                  f"{op}: {k} of {m} seconds with p99 over {threshold / 1000:.1f} ms (the baseline's slowest "
                  f"second {worst / 1000:.1f} ms +{inc:.0%}); p = {p:.3f} if the windows were "

@@ -12,7 +12,7 @@ from rgwkeeper.config import Config, parse as parse_config
 from rgwkeeper.daemon import sdnotify
 from rgwkeeper.daemon.metrics import Metrics
 from rgwkeeper.journal import Journal, MemoryStore, Override
-from rgwkeeper.reconcile import plan
+from rgwkeeper.reconcile import plan_pass as plan
 from rgwkeeper.snapshot import parse
 from tests.unit.fakes import load_fixture
 

@@ -18,7 +18,7 @@ from rgwkeeper.journal import Journal, MemoryStore
 from rgwkeeper.adapters.rados import RadosAdapter
 from rgwkeeper.policy import scrub
 from rgwkeeper.policy.scrub_debt import DebtMemory, Requested, decide
-from rgwkeeper.reconcile import plan
+from rgwkeeper.reconcile import plan_pass as plan
 from rgwkeeper.snapshot import DeepScrubDeadlines, PgDeepScrub, parse, parse_deep_scrub, parse_stamp
 from tests.fixtures import ROOT
 from tests.unit.fakes import FakeRados, load_fixture

@@ -108,7 +108,7 @@ def test_an_expiry_the_gate_held_back_is_not_remembered_as_started():
     from datetime import time as dtime
 
     from rgwkeeper.config import Config
-    from rgwkeeper.reconcile import plan
+    from rgwkeeper.reconcile import plan_pass as plan
 
     cfg = dataclasses.replace(Config(), fill=FillSection(expire_at_ratio=0.0))
     snap = parse(load_fixture("observation.json"))
