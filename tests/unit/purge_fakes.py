@@ -19,7 +19,7 @@ import json
 import struct
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
@@ -38,8 +38,13 @@ def captured() -> dict[str, Any]:
     return load_fixture("purge.json")
 
 
-def _dt(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(text)
+def _rebased(fx: dict[str, Any]) -> Callable[[str], datetime.datetime]:
+    """The capture's times moved so its newest is now, spacing kept: the world is as fresh on
+    any day as it was when captured (an age filter must not start matching as the calendar moves)."""
+    stamps = [o["LastModified"] for o in fx["list_objects_v2"]["Contents"]]
+    stamps += [u["Initiated"] for u in fx["list_multipart_uploads"]["Uploads"]]
+    shift = datetime.datetime.now(datetime.timezone.utc) - max(map(datetime.datetime.fromisoformat, stamps))
+    return lambda text: datetime.datetime.fromisoformat(text) + shift
 
 
 class World:
@@ -57,6 +62,7 @@ class World:
         self.instance = copy.deepcopy(fx["instance_mixed"])
         self.exists = True
         self.index: dict[str, dict[str, Any]] = {}
+        _dt = _rebased(fx)
         for o in fx["list_objects_v2"]["Contents"]:
             self.index[o["Key"]] = {**o, "LastModified": _dt(o["LastModified"])}
         self.pools: dict[str, dict[str, dict[str, Any]]] = {DATA: {}, INDEX: {}, EXTRA: {}}
