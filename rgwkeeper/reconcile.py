@@ -61,7 +61,7 @@ class PassPlan:
 
 
 def plan_pass(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control: Mapping[str, Any],
-         *, now: float, local_time: dtime, local_now: datetime | None = None) -> PassPlan:
+              *, now: float, local_time: dtime, local_now: datetime | None = None) -> PassPlan:
     paused = control.get("paused")
     gate = gates.check(snap, cfg.gates, paused=paused, local_time=local_time)
     decision = scrub.decide(snap, cfg.scrub_throttle, scrub.ThrottleMemory.from_dict(control.get("scrub_throttle")),
