@@ -2,7 +2,7 @@
 
     python -m integration up [--info-file F]   boot a cluster, print how to reach it, wait for
                                                SIGINT/SIGTERM, then tear everything down
-    python -m integration demo                 boot, write sample buckets, run rgwkeeper status, tear down
+    python -m integration demo [--out DIR]     boot, show the daemon, a purge and its verdict, tear down
     python -m integration bench-start [-n N]   measure start to ready N times (warm start)
 """
 
@@ -61,61 +61,9 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    """Boot, write a few buckets, run `rgwkeeper status` (table and JSON summary), tear down."""
-    import os
-    import subprocess
+    from integration import demo
 
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
-    cluster = ContainerCluster()
-    try:
-        print("demo: booting a containerized Ceph (mon, mgr, 3 BlueStore OSDs, RGW) ...", flush=True)
-        try:
-            info = cluster.start()
-        except HarnessError as exc:
-            print(f"demo: {exc}", file=sys.stderr)
-            return 3
-        print(f"demo: ready in {cluster.timings['total_s']:.1f} s; writing sample buckets", flush=True)
-        # A lowered reshard threshold so the bucket table has something to flag at demo size.
-        info.ceph("config", "set", "client", "rgw_max_objs_per_shard", str(args.shard_limit))
-        _fill_buckets(info, args.objects)
-        flags = ["--conf", str(info.conf), "--keyring", str(info.keyring), "--rgw-endpoint", info.rgw_endpoint,
-                 "--rgw-credentials", str(info.credentials_file)]
-        rgwkeeper = [sys.executable, "-m", "rgwkeeper"]
-        print(f"\n$ rgwkeeper status {' '.join(flags)}", flush=True)
-        subprocess.run([*rgwkeeper, "status", *flags], check=True, env={**os.environ, "COLUMNS": "100"})
-        out = subprocess.run([*rgwkeeper, "status", "--json", *flags], check=True, capture_output=True, text=True)
-        snap = json.loads(out.stdout)
-        print("\n$ rgwkeeper status --json | (summary)")
-        print(json.dumps({"health": snap["health_status"], "release": snap["release"],
-                          **snap["derived"], "collect_seconds": snap["collect_seconds"],
-                          "buckets": {b["bucket"]: b["fill_status"] for b in snap["buckets"]}}, indent=1))
-        return 0
-    finally:
-        cluster.stop()
-        print("demo: cluster removed", flush=True)
-
-
-def _fill_buckets(info, objects: int) -> None:
-    import subprocess
-    from concurrent.futures import ThreadPoolExecutor
-
-    import boto3
-    from botocore.config import Config
-
-    access, secret = info.credentials()
-    s3 = boto3.client("s3", endpoint_url=info.rgw_endpoint, aws_access_key_id=access,
-                      aws_secret_access_key=secret, region_name="default",
-                      config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
-    plan = {"ingest-2026-11": objects, "logs": objects // 4, "archive": 3}
-    for bucket, n in plan.items():
-        s3.create_bucket(Bucket=bucket)
-        # One index shard so the demo's small buckets approach the lowered limit.
-        subprocess.run(["radosgw-admin", "--conf", str(info.conf), "--keyring", str(info.keyring), "bucket",
-                        "reshard", "--bucket", bucket, "--num-shards", "1", "--yes-i-really-mean-it"],
-                       check=True, capture_output=True, timeout=60)
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda i, b=bucket: s3.put_object(Bucket=b, Key=f"obj/{i:06d}", Body=b"x" * 4096),
-                          range(n)))
+    return demo.main(Path(args.out), args.objects, args.shard_limit, args.purge_objects)
 
 
 def _bench_start(args: argparse.Namespace) -> int:
@@ -141,6 +89,8 @@ def main() -> int:
     d = sub.add_parser("demo")
     d.add_argument("--objects", type=int, default=200, help="objects in the largest sample bucket")
     d.add_argument("--shard-limit", type=int, default=220, help="rgw_max_objs_per_shard for the demo")
+    d.add_argument("--purge-objects", type=int, default=2000, help="objects in the bucket the demo purges")
+    d.add_argument("--out", default="rgwkeeper-demo", help="directory for the files the demo writes")
     b = sub.add_parser("bench-start")
     b.add_argument("-n", type=int, default=3)
     args = p.parse_args()

@@ -5,4 +5,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 timeout 1800 ./scripts/setup-host.sh
+# Tentacle, the current release, unless RGWKEEPER_TEST_RELEASE names another (reef, pacific).
+export RGWKEEPER_TEST_RELEASE="${RGWKEEPER_TEST_RELEASE:-tentacle}"
 exec .venv/bin/python -m integration demo "$@"

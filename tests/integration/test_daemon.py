@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from integration.waits import wait_for
+
 TICK_S = 2.0
 LEASE_S = 8.0
 #: The must-show tests' lease: on a loaded 2-core machine one pass (a snapshot reads every
@@ -39,16 +41,6 @@ def _scrape(port):
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         return r.read().decode()
-
-
-def wait_for(what, predicate, timeout=60.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _toml(v):
