@@ -182,7 +182,7 @@ state_dir = "{self.out / 'purge'}"
                                 env=self.env, text=True)
         try:
             wait_for(f"the daemon to see more than {HIGH_WRITE_OPS:.0f} write op/s",
-                     lambda: any(p["write_ops"] > HIGH_WRITE_OPS for p in self.passes()), timeout=60)
+                     lambda: any(p["write_ops"] > HIGH_WRITE_OPS for p in self.passes()[quiet:]), timeout=60)
             pgs = self.info.ceph("pg", "ls-by-pool", "default.rgw.buckets.data")
             pgs = pgs["pg_stats"] if isinstance(pgs, dict) else pgs
             print(f"$ ceph pg deep-scrub PGID   # each of the data pool's {len(pgs)} PGs", flush=True)
@@ -190,31 +190,36 @@ state_dir = "{self.out / 'purge'}"
                 self.info.ceph("pg", "deep-scrub", pg["pgid"])
             if first["scrub_state"] == "nothing-to-throttle":
                 self.nothing_to_throttle(quiet)
-                return before
-            engaged = wait_for("the throttle to engage", lambda: next(
-                (p for p in self.passes()[quiet:] if p["scrub_state"] == "engage" and p["changed"]), None), timeout=60)
-            print(f"daemon: {engaged['scrub_reason']}; changed: {', '.join(engaged['changed'])}", flush=True)
-            # The pass after: every lever is in the journal and re-asserted.
-            wait_for("a pass holding the throttle", lambda: any(
-                p["scrub_state"] == "throttled" for p in self.passes()[quiet:]), timeout=60)
-            plan = json.loads(self.run("plan", "--json", echo=False))
-            self.run("plan")
-            overrides = plan["overrides"]
-            if not overrides:
-                raise DemoFailed("the daemon engaged but its journal holds no override")
-            self.read_back(overrides)
+            else:
+                self.engaged(quiet)
         finally:
             out, _ = load.communicate(timeout=LOAD_S + 120)
         say("2/5", "the load that was running (rgwkeeper loadgen run)")
         print(out, end="", flush=True)
         return before
 
+    def engaged(self, quiet: int) -> None:
+        """wpq: the throttle engages; its plan, the journal and the levers on every OSD."""
+        engaged = wait_for("the throttle to engage", lambda: next(
+            (p for p in self.passes()[quiet:] if p["scrub_state"] == "engage" and p["changed"]), None), timeout=60)
+        print(f"daemon: {engaged['scrub_reason']}; changed: {', '.join(engaged['changed'])}", flush=True)
+        # The pass after: every lever is in the journal and re-asserted.
+        wait_for("a pass holding the throttle", lambda: any(
+            p["scrub_state"] == "throttled" for p in self.passes()[quiet:]), timeout=60)
+        plan = json.loads(self.run("plan", "--json", echo=False))
+        self.run("plan")
+        overrides = plan["overrides"]
+        if not overrides:
+            raise DemoFailed("the daemon engaged but its journal holds no override")
+        self.read_back(overrides)
+
     def nothing_to_throttle(self, quiet: int) -> None:
         """mClock releases where no lever was measured to help: the daemon watches and leaves
         scrub to mClock; the demo shows that it changed nothing while the load ran."""
-        seen = wait_for("three passes under the load", lambda: [
-            p for p in self.passes()[quiet:] if p["write_ops"] > HIGH_WRITE_OPS][:3] if len(
-            [p for p in self.passes()[quiet:] if p["write_ops"] > HIGH_WRITE_OPS]) >= 3 else None, timeout=60)
+        def loaded() -> list[dict[str, Any]]:
+            return [p for p in self.passes()[quiet:] if p["write_ops"] > HIGH_WRITE_OPS]
+
+        seen = wait_for("three passes under the load", lambda: len(loaded()) >= 3 and loaded(), timeout=60)
         if any(p["changed"] or p["overrides"] for p in seen):
             raise DemoFailed("the daemon changed a setting on a release where it has nothing to throttle")
         print(f"daemon: {seen[-1]['write_ops']:.0f} write op/s, deep scrub requested: changed nothing, as it "
