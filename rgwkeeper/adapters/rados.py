@@ -139,7 +139,10 @@ class RadosAdapter:
             ret, out, outs = self._cluster.mon_command(body, b"", timeout=t)
         if ret != 0:
             cls = CephTimeout if ret == -errno.ETIMEDOUT else CephError
-            raise cls(_describe(cmd, osd), (outs or "").strip()[:300] or "error", ret=ret)
+            detail = (outs or "").strip()[:300] or "error"
+            if ret == -errno.EACCES:
+                detail += f"; {CAPS_HINT if osd is None else OSD_CAPS_HINT}"
+            raise cls(_describe(cmd, osd), detail, ret=ret)
         if isinstance(out, bytes):
             out = out.decode("utf-8", errors="replace")
         out = out.strip()
@@ -149,6 +152,12 @@ class RadosAdapter:
             return json.loads(out)
         except json.JSONDecodeError:
             raise CephError(_describe(cmd, osd), f"answer is not JSON: {out[:120]!r}") from None
+
+
+#: What a refused command says to do (the caps each command needs are measured there).
+CAPS_HINT = "the client's cephx caps do not allow it (docs/cluster-access.md lists what each command needs)"
+#: An OSD answers `ceph tell` only to a client with osd 'allow *' ('allow rwx' is refused).
+OSD_CAPS_HINT = "OSDs answer tell only to a client with osd 'allow *' (docs/cluster-access.md)"
 
 
 def _describe(cmd: dict[str, Any], osd: int | None) -> str:

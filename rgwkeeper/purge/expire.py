@@ -145,10 +145,11 @@ async def plan_expire(bucket: str, rules: list[lc.ExpiryRule], io: PurgeIO, *, p
 
 
 async def lc_debug_interval(io: PurgeIO) -> float:
-    """rgw_lc_debug_interval as radosgw-admin sees it (mon config database): > 0 makes a
-    lifecycle "day" that many seconds (test clusters)."""
+    """rgw_lc_debug_interval as radosgw-admin sees it (mon config database, for the cephx client
+    it runs as): > 0 makes a lifecycle "day" that many seconds (test clusters)."""
     try:
-        out = await io.rados.acommand({"prefix": "config get", "who": "client.admin", "key": "rgw_lc_debug_interval"})
+        out = await io.rados.acommand({"prefix": "config get", "who": io.rgw.access.client_name,
+                                       "key": "rgw_lc_debug_interval"})
         return float(out or 0)
     except (CephError, TypeError, ValueError):
         return 0.0

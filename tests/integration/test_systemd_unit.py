@@ -1,6 +1,6 @@
 """systemd/rgwkeeper.service under a real systemd: a container booted with systemd as PID 1
 (integration/systemd_host.py) next to the Ceph one, installed as docs/operations.md says, with a
-cephx client that has exactly the caps the docs give the daemon.
+cephx client that has exactly the least-privilege caps of docs/cluster-access.md.
 
 Pacific only: its wpq levers are the throttle that something must give back; on Reef and
 Tentacle the daemon sets nothing (releases.SCRUB_LEVERS), so a stop would have nothing to restore.
@@ -17,14 +17,13 @@ import pytest
 from integration.cluster import CACHE_DIR
 from integration import engine as engine_mod
 from integration import systemd_host
+from tests.integration.test_caps import documented_caps, make_client
 from tests.integration.test_daemon import (  # noqa: F401 - journal_pool is a fixture
     POOL, _break_leftover_leader_locks, _toml, clean, data_pool_write_ops, every_lever_effective, journal_pool,
     levers, mon_db, put_load, wait_for)
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "rgwkeeper.service"
-#: The caps docs/operations.md gives the daemon's cephx client.
-DAEMON_CAPS = ("mon", "allow rw", "mgr", "allow r", "osd", "allow *")
 #: The shipped WatchdogSec is 120 s (a ping a minute); the test's drop-in makes it 6 s so a few
 #: pings fit in the test. The daemon takes its interval from WATCHDOG_USEC either way.
 WATCHDOG_S = 6
@@ -53,9 +52,10 @@ def _install(host, ceph_cluster, tmp_path):
     host.run("useradd", "--system", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "rgwkeeper").check()
     host.run("install", "-d", "-m", "0750", "-o", "root", "-g", "rgwkeeper", "/etc/rgwkeeper").check()
     host.run("ln", "-sfn", str(Path(sys.prefix).resolve()), "/opt/rgwkeeper").check()
-    (entry,) = ceph_cluster.ceph("auth", "get-or-create", "client.rgwkeeper", *DAEMON_CAPS)
-    host.write("/etc/ceph/ceph.client.rgwkeeper.keyring", f"[client.rgwkeeper]\n\tkey = {entry['key']}\n",
-               mode="0600", owner="rgwkeeper:rgwkeeper")
+    keyring = tmp_path / "ceph.client.rgwkeeper.keyring"
+    make_client(ceph_cluster, "client.rgwkeeper", documented_caps(), keyring)
+    host.write("/etc/ceph/ceph.client.rgwkeeper.keyring", keyring.read_text(), mode="0600",
+               owner="rgwkeeper:rgwkeeper")
     conf = [line for line in ceph_cluster.conf.read_text().split("[client.admin]")[0].splitlines()]
     host.write("/etc/ceph/ceph.conf", "\n".join(conf) + "\n")
     host.write("/etc/rgwkeeper/rgw-admin.credentials", ceph_cluster.credentials_file.read_text(),

@@ -578,8 +578,11 @@ class FakeRados:
     (OSD_FULL, POOL_FULL); ``osd set-full-ratio`` changes the OSDMap's ratio as float32, and a
     ratio above the fullest OSD's usage clears the full state, as on the real cluster."""
 
-    def __init__(self, world: World, *, full: bool = False, clears_after: int | None = None) -> None:
+    def __init__(self, world: World, *, full: bool = False, clears_after: int | None = None,
+                 client_name: str = "client.admin", lc_debug_interval: float | None = None) -> None:
         self.w = world
+        #: Who radosgw-admin runs as, and rgw_lc_debug_interval in the mon config database for it.
+        self.client_name, self.lc_debug_interval = client_name, lc_debug_interval
         #: The mon clears OSD_FULL / POOL_FULL some seconds after usage falls: after this many
         #: health reads (None: never, the cluster stays full).
         self.clears_after = clears_after
@@ -619,7 +622,14 @@ class FakeRados:
             return None
         if cmd == {"prefix": "versions"}:
             return self.w.versions
-        if cmd.get("prefix") == "config get" and cmd.get("key") in ("rgw_max_chunk_size", "rgw_lc_debug_interval"):
+        if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_lc_debug_interval":
+            # radosgw-admin sees the option for the cephx client it runs as, not client.admin's.
+            if cmd.get("who") != self.client_name:
+                raise UnexpectedCall(f"rgw_lc_debug_interval read for {cmd.get('who')}, not {self.client_name}")
+            if self.lc_debug_interval is None:
+                raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
+            return self.lc_debug_interval
+        if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_max_chunk_size":
             raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
         raise UnexpectedCall(f"unexpected mon command {cmd}")
 

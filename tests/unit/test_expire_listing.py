@@ -93,3 +93,20 @@ def test_expire_from_a_listing_is_paced_like_a_purge_and_removes_its_probe(tmp_p
     assert sum(1 for line in world.log[:first_delete] if line.startswith("rados write")
                and "rgwkeeper.expire.probe." in line) >= 9
     assert probes[-1].startswith("rados rm ") and probes[-1].endswith(f"rgwkeeper.expire.probe.{world.bucket_id}")
+
+
+def test_a_lifecycle_day_is_read_for_the_client_radosgw_admin_runs_as(tmp_path):
+    """rgw_lc_debug_interval set for client.rgwkeeper (the client the docs tell operators to
+    run as) makes a day 1 s; reading client.admin's instead missed it (found on a real cluster
+    by the least-privilege caps test)."""
+    import dataclasses
+
+    from rgwkeeper.purge.expire import lc_debug_interval
+    from tests.unit.purge_fakes import FakeRados
+
+    world = World()
+    io, _ = purge_io(world, tmp_path)
+    access = dataclasses.replace(io.rgw.access, client_name="client.rgwkeeper")
+    io.rgw.access = access
+    io = dataclasses.replace(io, rados=FakeRados(world, client_name="client.rgwkeeper", lc_debug_interval=1.0))
+    assert asyncio.run(lc_debug_interval(io)) == 1.0

@@ -87,13 +87,28 @@ def test_a_failing_osd_is_recorded_not_hidden(tmp_path, obs):
     assert snap.errors[0].source == "osd.1 perf dump bluefs"
 
 
+def test_a_refused_tell_says_which_cap_is_missing(tmp_path, obs):
+    """Measured on 16.2.15: with osd 'allow rwx' every OSD refuses tell with EACCES."""
+    cfg = Config()
+    fake = rados_from_observation(obs, cfg.observe.scrub_options)
+    fake.expect({"prefix": "perf dump", "logger": "bluefs"}, None, osd=2, ret=-errno.EACCES, outs="")
+    adapters, _, _ = _adapters(tmp_path, fake, obs)
+    try:
+        raw = asyncio.run(collect_raw(adapters, cfg))
+    finally:
+        adapters.rados.close()
+    (error,) = raw["errors"]
+    assert error["source"] == "osd.2 perf dump bluefs"
+    assert "(EACCES)" in error["error"] and "osd 'allow *'" in error["error"], error
+
+
 def test_cluster_wide_command_failure_raises(tmp_path, obs):
     cfg = Config()
     fake = rados_from_observation(obs, cfg.observe.scrub_options)
     fake.expect({"prefix": "df"}, None, ret=-errno.EACCES, outs="access denied")
     adapters, _, _ = _adapters(tmp_path, fake, obs)
     try:
-        with pytest.raises(CephError, match="df: access denied"):
+        with pytest.raises(CephError, match="df: access denied; the client's cephx caps do not allow it"):
             asyncio.run(collect_raw(adapters, cfg))
     finally:
         adapters.rados.close()
