@@ -163,8 +163,17 @@ class SystemdHost:
         self.run("rm", "-rf", tmp).check()
 
     def show(self, unit: str, *props: str) -> dict[str, str]:
-        out = self.run("systemctl", "show", unit, *(f"--property={p}" for p in props)).check()
-        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        deadline = time.monotonic() + 10
+        while True:
+            r = self.run("systemctl", "show", unit, *(f"--property={p}" for p in props))
+            values = dict(line.split("=", 1) for line in r.output.splitlines() if "=" in line)
+            if r.exit_code == 0 and set(props) <= set(values):
+                return values
+            # Once seen: an answer without the properties asked, right after a stop.
+            if time.monotonic() > deadline:
+                raise HarnessError("systemd host", f"systemctl show {unit} exit {r.exit_code} did not give "
+                                   f"{sorted(set(props) - set(values))}: {r.output[-1000:]!r}")
+            time.sleep(0.3)
 
     def stop(self) -> None:
         if self.container is None:
