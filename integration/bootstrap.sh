@@ -104,23 +104,50 @@ touch "$C/state/ready"
 # Stay in the foreground while the daemons (which forked) run; the harness stops the
 # container by id. Meanwhile serve RGW restart requests (integration.cluster.restart_rgw):
 # the request file holds how many seconds RGW stays down. RGW is stopped by its pid file.
+# An RGW that ends without being asked (a crash) is recorded in state/rgw-died with the tail
+# of its log, and started again: the test it died in fails saying so (tests/integration/
+# conftest.py), and the tests after it still have an RGW.
 trap - ERR
 set +e
+rgw_pid_alive() {  # the pid runs: not gone, not a zombie (field 3 of /proc/PID/stat)
+  local st=Z
+  [[ -n "$1" ]] || return 1
+  { read -r _ _ st _ <"/proc/$1/stat"; } 2>/dev/null
+  [[ "$st" != Z ]]
+}
+rgw_start_and_wait() {  # until the pid file names a new, running RGW (at most 60 s)
+  local old=$1 pid
+  rgw_start
+  for _ in $(seq 1 300); do
+    pid=$(cat "$C/state/rgw.pid" 2>/dev/null)
+    if [[ "$pid" != "$old" ]] && rgw_pid_alive "$pid"; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+deaths=0
 while sleep 0.2; do
-  [[ -e "$C/state/rgw-restart" ]] || continue
+  if [[ ! -e "$C/state/rgw-restart" ]]; then
+    pid=$(cat "$C/state/rgw.pid" 2>/dev/null)
+    rgw_pid_alive "$pid" && continue
+    deaths=$((deaths + 1))
+    echo "== $(date +%T) rgw (pid $pid) ended without being asked to: starting it again"
+    tail -n 400 "$C/log/ceph-client.rgw.gw.log" >"$C/log/rgw-died-$deaths.log" 2>/dev/null
+    echo "$(date +%s) $pid $C/log/rgw-died-$deaths.log" >>"$C/state/rgw-died"
+    rgw_start_and_wait "$pid" || echo "== $(date +%T) rgw did not start again"
+    continue
+  fi
   down=$(cat "$C/state/rgw-restart"); rm -f "$C/state/rgw-restart" "$C/state/rgw-restarted"
   pid=$(cat "$C/state/rgw.pid")
   echo "== $(date +%T) rgw restart: stopping pid $pid, down ${down}s"
   kill -TERM "$pid"
   for _ in $(seq 1 300); do
-    # Gone, or a zombie (which still answers kill -0): field 3 of /proc/PID/stat is the state.
-    st=Z; { read -r _ _ st _ <"/proc/$pid/stat"; } 2>/dev/null
-    [[ "$st" != Z ]] || break
+    rgw_pid_alive "$pid" || break
     sleep 0.1
   done
   kill -KILL "$pid" 2>/dev/null
   sleep "$down"
-  rgw_start
+  rgw_start_and_wait "$pid"
   echo "== $(date +%T) rgw started again (pid $(cat "$C/state/rgw.pid" 2>/dev/null))"
   touch "$C/state/rgw-restarted"
 done

@@ -105,3 +105,41 @@ def test_a_ceph_error_that_prints_the_key_does_not_carry_it(tmp_path, monkeypatc
     with pytest.raises(RuntimeError) as exc:
         info.ceph("osd", "stat")
     assert "Malformed input" in str(exc.value) and key not in str(exc.value) and key[:16] not in str(exc.value)
+
+
+def test_an_rgw_that_dies_is_recorded_and_started_again(ceph_cluster, s3, bucket_name, request):
+    """The harness's watch on RGW: a crash (here a SIGKILL) is recorded with the end of RGW's
+    log and RGW is started again, so the test it happened in can fail saying so and the tests
+    after it still have an RGW."""
+    import time
+
+    from integration.cluster import control_dir
+    from tests.integration.conftest import rgw_deaths
+
+    state = control_dir(ceph_cluster)
+    if state is None:
+        pytest.skip("only the harness's own cluster watches its RGW")
+    request.node.expects_rgw_death = True
+    before = len(rgw_deaths(state))
+    pid = (state / "rgw.pid").read_text().strip()
+    engine = engine_mod.find_or_start(CACHE_DIR)
+    try:
+        subprocess.run(["docker", "-H", engine.base_url, "exec", ceph_cluster.container_id, "kill", "-KILL", pid],
+                       check=True, capture_output=True, timeout=60)
+    finally:
+        engine.stop()
+    deadline = time.monotonic() + 90
+    while len(rgw_deaths(state)) == before or (state / "rgw.pid").read_text().strip() == pid:
+        assert time.monotonic() < deadline, "the harness did not see RGW end"
+        time.sleep(0.2)
+    died_pid, log = rgw_deaths(state)[before]
+    assert died_pid == pid and log.exists() and log.stat().st_size > 0
+    while True:
+        try:
+            s3.create_bucket(Bucket=bucket_name)
+            break
+        except Exception:  # noqa: BLE001 - RGW still starting: connection refused
+            assert time.monotonic() < deadline, "RGW did not answer again"
+            time.sleep(0.5)
+    assert s3.head_bucket(Bucket=bucket_name)["ResponseMetadata"]["HTTPStatusCode"] == 200
+
