@@ -7,9 +7,12 @@ exec root, socket and pid file, the flags measured to work here:
 The data root lives in the persistent cache directory so a built image survives runs.
 
 Several test sessions on one host share that engine: an ``flock`` on the cache directory
-guards only starting and stopping it. The first session starts it; each one that finishes
-stops it only if no test container of a live process remains (last one out stops it, by
-the PID in its pid file, never by name).
+guards only starting and stopping it. The first session starts it; each session registers
+itself (a file named by its PID under ``engine/users``) and, when it finishes, stops it only
+if no other live process is registered and no test container of a live process remains
+(last one out stops it, by the PID in its pid file, never by name). Containers alone were not
+enough: a session between two clusters (building or importing the next release's image) has
+none, and another session's stop cut its import off.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class Engine:
     pid: int | None = None
     log: Path | None = None
     lock_path: Path | None = None
+    #: Where live sessions register (a managed engine only).
+    users_dir: Path | None = None
     _refs: int = field(default=1, repr=False)
 
     def client(self, timeout: float = 120.0) -> docker.DockerClient:
@@ -87,7 +92,9 @@ class Engine:
             return
         fd = _acquire_lock(self.lock_path, LOCK_WAIT_S)
         try:
-            if not self._others_running():
+            if self.users_dir is not None:
+                (self.users_dir / str(os.getpid())).unlink(missing_ok=True)
+            if not other_users(self.users_dir) and not self._others_running():
                 _terminate_pid(self.pid, DOCKERD_STOP_TIMEOUT_S)
         finally:
             _release_lock(fd)
@@ -107,6 +114,27 @@ class Engine:
             if owner.isdigit() and int(owner) != os.getpid() and _pid_alive(int(owner)):
                 return True
         return False
+
+
+def register_user(users_dir: Path) -> None:
+    """Say this process uses the engine (call with the engine lock held)."""
+    users_dir.mkdir(parents=True, exist_ok=True)
+    (users_dir / str(os.getpid())).touch()
+
+
+def other_users(users_dir: Path | None) -> bool:
+    """Is another live process registered? Files of processes that are gone are removed."""
+    if users_dir is None or not users_dir.is_dir():
+        return False
+    found = False
+    for f in users_dir.iterdir():
+        if not f.name.isdigit() or int(f.name) == os.getpid():
+            continue
+        if _pid_alive(int(f.name)):
+            found = True
+        else:
+            f.unlink(missing_ok=True)
+    return found
 
 
 def _terminate_pid(pid: int, timeout: float) -> None:
@@ -182,9 +210,13 @@ def _find_or_start(cache_dir: Path) -> Engine:
         running = _running_managed_engine(cache_dir)
         if running is not None:
             pid, base_url = running
-            return Engine(base_url=base_url, owned=True, pid=pid, log=cache_dir / "engine" / "dockerd.log",
-                          lock_path=lock_path)
-        return _start_dockerd(cache_dir, lock_path)
+            engine = Engine(base_url=base_url, owned=True, pid=pid, log=cache_dir / "engine" / "dockerd.log",
+                            lock_path=lock_path)
+        else:
+            engine = _start_dockerd(cache_dir, lock_path)
+        engine.users_dir = cache_dir / "engine" / "users"
+        register_user(engine.users_dir)
+        return engine
     finally:
         _release_lock(lock_fd)
 
