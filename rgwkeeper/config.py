@@ -260,6 +260,11 @@ class PurgeSection:
         "(Pacific); pacing may go slower still. radosgw-admin and lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap, "
         "else at least 0.01.",
         min=0.0, max=1_000_000.0)
+    impact: str = opt(
+        "", "Ingest impact level instead of the rate cap and pacing keys: 'low' (at most 20 objects/s, writes "
+        "paced to at most 30% above their latency before the purge: the setting `rgwkeeper verify` judged like a "
+        "quiet window) or 'max' (no cap, no pacing). Empty: max_objects_per_second and the pace_* keys as given; "
+        "setting both is refused. `--impact` overrides it.", empty_ok=True, choices=("", "low", "max"))
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",
@@ -310,6 +315,10 @@ class FillSection:
     expire_at_ratio: float | None = opt(
         None, "Raw used fraction at which the daemon runs the [purge] lifecycle_rules now (in-process, as "
         "rgwkeeper expire --yes does), once per crossing. Unset: never.", min=0.0, max=1.0)
+    expire_impact: str = opt(
+        "low", "Ingest impact level of the fill-triggered expiry where it deletes from a listing (Pacific; "
+        "lc process runs at RGW's own pace): 'low', 'max', or empty for purge.impact / the [purge] rate and "
+        "pace keys.", empty_ok=True, choices=("", "low", "max"))
     rate_window_s: float = opt(3600.0, "Seconds of fill samples the projected time to nearfull is fitted on.",
                                min=60.0, max=30 * 86400.0)
     expire_raise_full_ratio: float | None = opt(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import math
 import signal
 import sys
@@ -150,6 +149,9 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--max-rate", type=FiniteFloat(0, MAX_PURGE_RATE), default=None, callback=_check_rate,
               help="delete at most this many objects a second (s3 and direct methods; 0: no cap) "
                    "[default: purge.max_objects_per_second]")
+@click.option("--impact", type=click.Choice(tuple(purge_api.impact.LEVELS)), default=None,
+              help="ingest impact: low (at most 20 objects/s, writes paced: judged like a quiet window by "
+                   "rgwkeeper verify) or max (no cap, no pacing); not with --max-rate [default: purge.impact]")
 @click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--metrics-textfile", callback=_check_textfile, default=None,
               help="write progress as Prometheus metrics to this .prom file while the purge runs, for node "
@@ -158,8 +160,9 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
 def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than: int | None,
-          smaller_than: int | None, method: str, max_rate: float | None, raise_full_ratio: float | None,
-          metrics_textfile: str | None, dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
+          smaller_than: int | None, method: str, max_rate: float | None, impact: str | None,
+          raise_full_ratio: float | None, metrics_textfile: str | None, dry_run: bool, yes: bool, as_json: bool,
+          **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
@@ -169,8 +172,11 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
     request = PurgeRequest(
         bucket=bucket, prefix=prefix, method=method,
         older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
+    if impact is not None and max_rate is not None:
+        raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")
     cfg, access = load_access(kwargs)
-    purge_cfg = cfg.purge if max_rate is None else dataclasses.replace(cfg.purge, max_objects_per_second=max_rate)
+    purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
+    impact_line = purge_api.impact.describe(purge_cfg)
     check_protected(bucket, purge_cfg.protected_buckets)
     io = purge_api.open_io(access, purge_cfg)
     try:
@@ -186,6 +192,10 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         cap = purge_cfg.max_objects_per_second
         capped = rate_cap_for(plan.method, cap) > 0
         if cap > 0 and not capped:
+            if impact is not None and purge_cfg.impact != "max":
+                raise UsageError(f"--impact {impact} applies to the {' and '.join(RATE_CAPPED_METHODS)} methods; "
+                                 f"method {plan.method} runs at RGW's own pace: choose another --method or drop "
+                                 "--impact (nothing was changed)")
             if max_rate is not None:
                 raise UsageError(f"--max-rate applies to the {' and '.join(RATE_CAPPED_METHODS)} methods; method "
                                  f"{plan.method} runs at RGW's own pace: choose another --method or drop "
@@ -197,6 +207,7 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
                 raise_to = prepared.raise_full_ratio
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
                            "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None,
+                           "impact": purge_cfg.impact or None,
                            "full": prepared.full.to_dict() if prepared.full else None,
                            "full_ratio_commands": [fullratio.set_command(raise_to),
                                                    fullratio.set_command(prepared.full.ratios.full_ratio)]
@@ -205,6 +216,8 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
                 if prepared.resuming:
                     click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
                 click.echo("\n".join([*full_lines, *plan.show(io.rgw.argv)]))
+                if impact_line:
+                    click.echo(impact_line)
                 if capped:
                     click.echo(f"rate cap: at most {cap:g} objects/s")
                 click.echo("dry run: nothing was changed")
@@ -222,6 +235,8 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
             whole = request.whole_bucket and not prepared.resuming
             lines.append(f"  at most {cap:g} objects/s" +
                          (f": about {human_duration(p.num_objects / cap)}" if whole else ""))
+        if impact_line:
+            lines.append(f"  {impact_line}")
         lines += [f"  {line}" for line in full_lines]
         with purge_api.ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
             _confirm(lines, p.bucket, yes)
@@ -271,14 +286,16 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
 @click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Reef and later)")
 @click.option("--smaller-than", type=Size(), help="only objects smaller than this (Reef and later)")
 @click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
+@click.option("--impact", type=click.Choice(tuple(purge_api.impact.LEVELS)), default=None,
+              help="where expiry deletes from a listing (Pacific): low or max, as for purge [default: purge.impact]")
 @click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--dry-run", is_flag=True, help="print the rules and commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_days: int | None,
            expired_delete_markers: bool, abort_multipart_days: int | None, tags: tuple[str, ...],
-           larger_than: int | None, smaller_than: int | None, no_run: bool, raise_full_ratio: float | None,
-           dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
+           larger_than: int | None, smaller_than: int | None, no_run: bool, impact: str | None,
+           raise_full_ratio: float | None, dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
     """Install S3 lifecycle expiration rules and run them now (radosgw-admin lc process --bucket).
 
     Rules come from the options (for BUCKET), or from purge.lifecycle_rules in the config
@@ -298,6 +315,7 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
     elif bucket is not None:
         lc.parse_rule({"bucket": bucket, "days": 1}, pattern_ok=False)  # validates the name only
     cfg, access = load_access(kwargs)
+    purge_cfg = purge_api.impact.resolve(cfg.purge, impact)
     config_rules = [lc.parse_rule(r) for r in cfg.purge.lifecycle_rules]
     if bucket is not None:
         check_protected(bucket, cfg.purge.protected_buckets)
@@ -314,7 +332,7 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
         with purge_api.ratio_journal(io, cfg.daemon.pool, None if dry_run else raise_to) as journal:
             results = _run_async(_expire_all, bucket, cli_rule, config_rules, io, cfg, no_run=no_run,
                                  dry_run=dry_run, yes=yes, as_json=as_json,
-                                 failures=failures,
+                                 failures=failures, purge_cfg=purge_cfg,
                                  raised=purge_api.raised_for(io, journal, raise_to, "expire",
                                                              holder=purge_api.holder_name(),
                                                              lease_s=cfg.daemon.lease_s))
@@ -355,7 +373,8 @@ def _tags(tags: tuple[str, ...]) -> dict[str, str]:
 
 async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config_rules: list[lc.ExpiryRule],
                       io: purge_api.PurgeIO, cfg: config_mod.Config, *, no_run: bool, dry_run: bool, yes: bool,
-                      as_json: bool, failures: list[BucketFailure], raised: Any = None) -> list[ExpireResult]:
+                      as_json: bool, failures: list[BucketFailure], purge_cfg: config_mod.PurgeSection,
+                      raised: Any = None) -> list[ExpireResult]:
     """Plan, confirm and apply (the library's plan_expiry and apply_expiry); a failed bucket is
     said on stderr as it happens, and the others go on."""
     def said(f: BucketFailure) -> None:
@@ -383,9 +402,12 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
                      + "; ".join(r.describe() for r in x.rules))
     if not plans:
         return []
+    impact_line = purge_api.impact.describe(purge_cfg)
+    if impact_line and any(x.by_listing for x in plans):
+        lines.append(f"  {impact_line} (where it deletes from a listing)")
     _confirm(lines, plans[0].profile.bucket if len(plans) == 1 else f"{len(plans)} buckets", yes)
     async with raised or contextlib.nullcontext():
-        results = await purge_api.apply_expiry_with(planned, io, cfg.purge, one_bucket=bucket is not None,
+        results = await purge_api.apply_expiry_with(planned, io, purge_cfg, one_bucket=bucket is not None,
                                                      on_failure=said)
     failures[:] = planned.failures
     return results

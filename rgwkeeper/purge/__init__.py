@@ -34,6 +34,7 @@ from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
 from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
+from rgwkeeper.purge import impact
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
@@ -50,7 +51,7 @@ log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
-           "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "open_io",
+           "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "impact", "open_io",
            "prepare", "raised_for", "ratio_journal", "run", "settings_from", "tuning_from"]
 
 
@@ -304,8 +305,9 @@ async def expire_configured(io: PurgeIO, cfg: Config, *, raise_full_ratio: float
     raise_to = raise_full_ratio if full.full else None
     planned = await plan_expiry(io, bucket=None, cli_rule=None, config_rules=rules,
                                 protected=cfg.purge.protected_buckets, run_now=True)
+    purge_cfg = impact.resolve(cfg.purge, cfg.fill.expire_impact or None)
     async with raised_for(io, journal, raise_to, "expire", holder=holder, lease_s=cfg.daemon.lease_s):
-        results = await apply_expiry_with(planned, io, cfg.purge, one_bucket=False)
+        results = await apply_expiry_with(planned, io, purge_cfg, one_bucket=False)
     return ExpiryOutcome(results, planned.failures, planned.skipped)
 
 

@@ -393,19 +393,19 @@ def test_verify_fails_an_unpaced_purge(ceph_cluster, tmp_path, bucket_name):
 
 
 def test_verify_judges_a_paced_capped_purge_like_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
-    """The same purge as above (S3, 4 KiB objects, 40 PUT/s of ingest) with the settings
-    docs/purge.md recommends during ingest: a rate cap of 20 objects/s and pacing relative to
-    the probe before it (writes at most 30% slower). Ingest under it must be judged as a quiet
-    window is. Measured on the dev cluster: PASS x8 (p99 +48% to +80%, purge 22-39 s for 400
+    """The same purge as above (S3, 4 KiB objects, 40 PUT/s of ingest) at `--impact low`, the
+    setting docs/purge.md recommends during ingest: a rate cap of 20 objects/s and pacing relative
+    to the probe before it (writes at most 30% slower). Ingest under it must be judged as a quiet
+    window is: this test is what the level's promise rests on. Measured on the dev cluster: PASS x8 (p99 +48% to +80%, purge 22-39 s for 400
     objects; INCONCLUSIVE x4 while the host's disk was busy, baseline p99 70-977 ms); the cap alone: PASS x7, INCONCLUSIVE x1 (+118%), FAIL x1 (+3598%, 3 slow seconds)."""
     def attempt():
         victim = f"{bucket_name[:36]}-p{uuid.uuid4().hex[:4]}"
         _fill(ceph_cluster, victim, 400, 4096)
         cfg = tmp_path / f"{victim}.toml"
-        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\nmax_objects_per_second = 20.0\n'
-                       "pace_latency_increase = 0.3\npace_probe_interval = 0.5\n")
+        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\n')
         rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
-                             _purge_cmd(ceph_cluster, victim, "--method", "s3", "--config", str(cfg)),
+                             _purge_cmd(ceph_cluster, victim, "--method", "s3", "--impact", "low",
+                                        "--config", str(cfg)),
                              "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
         assert result["maintenance"]["exit_code"] == 0, result["maintenance"]
         return rc, result

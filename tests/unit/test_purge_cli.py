@@ -104,6 +104,43 @@ def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
     assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] == 1000.0 and not world.exists
 
 
+def test_impact_low_is_shown_with_its_cap_and_pacing_and_kept_by_the_purge(env, capsys):
+    world, flags, _ = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--impact", "low"]) == 0
+    out = capsys.readouterr().out
+    assert "impact low: at most 20 objects/s, writes paced to at most 30% above" in out
+    assert "rate cap: at most 20 objects/s" in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--impact", "low"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["impact"] == "low" and doc["max_objects_per_second"] == 20.0
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--impact", "max"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] is None and not world.exists
+
+
+def test_a_configured_impact_with_its_own_keys_is_refused_before_anything_is_sent(env, capsys):
+    world, flags, opened = env
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text() + 'impact = "max"\nmax_objects_per_second = 25.0\n')
+    rc = run_cli(cli, ["purge", *flags, "capture-mixed", "--yes"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "purge.impact = 'max'" in err
+    assert "purge.max_objects_per_second" in err and opened == [] and world.exists
+    # The command line is explicit: it wins over the config's keys.
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--impact", "low"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_objects_per_second"] == 20.0
+
+
+def test_impact_low_with_a_method_it_cannot_hold_is_refused_before_any_change(env, capsys):
+    world, flags, _ = env
+    before = json.dumps(world.current_stats(), sort_keys=True)
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--method", "admin-purge",
+                         "--impact", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "--impact low applies to the direct and s3 methods" in err
+    assert json.dumps(world.current_stats(), sort_keys=True) == before and world.exists
+
+
 def test_max_rate_with_a_method_it_cannot_hold_is_refused_before_any_change(env, capsys):
     world, flags, _ = env
     before = json.dumps(world.current_stats(), sort_keys=True)
