@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,9 +146,6 @@ class SystemdHost:
     def write(self, path: str, text: str, *, mode: str = "0644", owner: str = "root:root") -> None:
         """Install a file inside: its text never reaches an argv (it may be a key)."""
         assert self.container is not None
-        import io
-        import tarfile
-
         data = text.encode()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
