@@ -22,7 +22,13 @@ pytestmark = pytest.mark.integration
 INTERVAL_S = 600  # PG_NOT_DEEP_SCRUBBED at 1.75 x: 1050 s after a PG's last deep scrub
 HORIZON_S = 1000  # so a PG is due 50 s after its last deep scrub
 MAX_IN_FLIGHT = 2
-READ_EVERY_S = 6  # the daemon reuses its last `pg dump pgs` between reads (ticks are 2 s)
+# Every pass reads `pg dump pgs` afresh (ticks are 2 s); reusing a read between passes is
+# unit-tested (tests/unit/test_observe.py). With 6 s here a round of two PGs took 6-8 s.
+READ_EVERY_S = 2
+#: Every PG of the cluster (about 90) is paid back on the default release; on the others the
+#: oldest PAID_ELSEWHERE, which shows the same request path on their schedulers in a fifth of the
+#: time (the whole set took 5-6 minutes per release: a third of the suite).
+PAID_ELSEWHERE = 16
 
 
 def _pgs(ceph_cluster):
@@ -46,14 +52,20 @@ def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster,
         seen_checks: set[str] = set()
         most_deep = 0
 
-        def all_moved():
+        whole = ceph_cluster.release in ("", "tentacle")
+        wanted = len(before) if whole else min(PAID_ELSEWHERE, len(before))
+        moved: set[str] = set()
+
+        def enough_moved():
             nonlocal most_deep
             seen_checks.update(_checks(ceph_cluster))
             now = _pgs(ceph_cluster)
             most_deep = max(most_deep, sum(1 for p in now.values() if "deep" in p["state"].split("+")))
-            return all(parse_stamp(p["last_deep_scrub_stamp"]) > before[pg] for pg, p in now.items() if pg in before)
+            moved.update(pg for pg, p in now.items() if pg in before
+                          and parse_stamp(p["last_deep_scrub_stamp"]) > before[pg])
+            return len(moved) >= wanted
 
-        wait_for("every PG deep-scrubbed at the daemon's request", all_moved, timeout=900, interval=2.0)
+        wait_for(f"{wanted} PGs deep-scrubbed at the daemon's request", enough_moved, timeout=900, interval=2.0)
         d.stop()
         requests = [[c.split()[-1] for c in e.get("changed", []) if c.startswith("ceph pg deep-scrub ")]
                     for e in d.passes()]
@@ -65,7 +77,13 @@ def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster,
         assert max(len(r) for r in requests) <= MAX_IN_FLIGHT
         assert most_deep <= MAX_IN_FLIGHT
         # Every PG got there through the daemon (the OSDs' own scheduler kept its one-week interval).
-        assert set(before) <= {pg for r in requests for pg in r}
+        assert moved <= {pg for r in requests for pg in r}
+        if whole:
+            assert set(before) <= {pg for r in requests for pg in r}
+        else:  # the oldest went first: no PG the daemon has not asked for yet is older than one paid
+            asked = {pg for r in requests for pg in r}
+            assert max(before[pg] for pg in moved) <= min((s for pg, s in before.items() if pg not in asked),
+                                                          default=float("inf"))
         assert "PG_NOT_DEEP_SCRUBBED" not in seen_checks
     finally:
         ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
