@@ -172,8 +172,10 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
     request = PurgeRequest(
         bucket=bucket, prefix=prefix, method=method,
         older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
+    if impact is not None and max_rate is not None:
+        raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")
     cfg, access = load_access(kwargs)
-    purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)  # refuses both given
+    purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
     impact_line = purge_api.impact.describe(purge_cfg)
     check_protected(bucket, purge_cfg.protected_buckets)
     io = purge_api.open_io(access, purge_cfg)
