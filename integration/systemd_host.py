@@ -41,7 +41,6 @@ PACKAGES = ("systemd", "systemd-sysv")
 RECIPE_REVISION = "1"
 BUILD_TIMEOUT_S = 900.0
 BOOT_TIMEOUT_S = 120.0
-EXEC_TIMEOUT_S = 240.0
 #: What systemd and the unit's sandboxing need. Not ``privileged``: that asks for every
 #: capability, and runc fails where the host's own bounding set lacks one (CAP_SYS_RESOURCE on
 #: these machines: "unable to apply caps: operation not permitted").

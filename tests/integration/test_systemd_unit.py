@@ -56,8 +56,8 @@ def _install(host, ceph_cluster, tmp_path):
     make_client(ceph_cluster, "client.rgwkeeper", documented_caps(), keyring)
     host.write("/etc/ceph/ceph.client.rgwkeeper.keyring", keyring.read_text(), mode="0600",
                owner="rgwkeeper:rgwkeeper")
-    conf = [line for line in ceph_cluster.conf.read_text().split("[client.admin]")[0].splitlines()]
-    host.write("/etc/ceph/ceph.conf", "\n".join(conf) + "\n")
+    # [global] only: the harness's [client.admin] section names the admin keyring's host path.
+    host.write("/etc/ceph/ceph.conf", ceph_cluster.conf.read_text().split("[client.admin]")[0])
     host.write("/etc/rgwkeeper/rgw-admin.credentials", ceph_cluster.credentials_file.read_text(),
                mode="0600", owner="rgwkeeper:rgwkeeper")
     sections = {
