@@ -82,8 +82,14 @@ step "rgw"
 mkdir -p /var/lib/ceph/radosgw/ceph-rgw.gw
 ceph auth get-or-create client.rgw.gw mon 'allow rw' osd 'allow rwx' mgr 'allow rw' \
   >/var/lib/ceph/radosgw/ceph-rgw.gw/keyring
+# RGW runs in the foreground as this script's child, so that when it ends the watch below can
+# tell how (its exit status or signal); its log starts being read from where it stood at start.
 rgw_start() {
-  radosgw -n client.rgw.gw --keyring /var/lib/ceph/radosgw/ceph-rgw.gw/keyring --pid-file "$C/state/rgw.pid"
+  rgw_log_from=$(stat -c %s "$C/log/ceph-client.rgw.gw.log" 2>/dev/null || echo 0)
+  radosgw -f -n client.rgw.gw --keyring /var/lib/ceph/radosgw/ceph-rgw.gw/keyring \
+    >>"$C/log/rgw.out" 2>&1 &
+  rgw_child=$!
+  echo "$rgw_child" >"$C/state/rgw.pid"   # a radosgw in the foreground writes no pid file
 }
 rgw_start
 
@@ -125,15 +131,38 @@ rgw_start_and_wait() {  # until the pid file names a new, running RGW (at most 6
   done
   return 1
 }
+rgw_how_it_ended() {  # "exit N" or "signal NAME", from the status of the reaped child
+  local rc=0
+  wait "$1" 2>/dev/null || rc=$?
+  if ((rc > 128)); then echo "signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"; else echo "exit $rc"; fi
+}
+rgw_record_death() {  # the log since this RGW started, the lines that say why, any crash report
+  local n=$1 pid=$2 how=$3 out="$C/log/rgw-died-$1.log"
+  {
+    echo "rgw pid $pid ended without being asked to: $how"
+    echo "--- lines that may say why (signal, assert, shutdown) ---"
+    tail -c +"$((rgw_log_from + 1))" "$C/log/ceph-client.rgw.gw.log" 2>/dev/null \
+      | grep -E -m 40 "Caught signal|ceph_assert|FAILED|terminate called|received +signal|suicide|heartbeat_map|shutting down|exiting|abort" || true
+    tail -n 20 "$C/log/rgw.out" 2>/dev/null | sed 's/^/stdout+stderr: /'
+    for meta in "$C"/data/crash/*/meta; do
+      [[ -e "$meta" && "$meta" -nt "$C/state/rgw.pid.started" ]] && { echo "--- crash report $meta ---"; head -c 4000 "$meta"; echo; }
+    done
+    echo "--- end of its log ---"
+    tail -c +"$((rgw_log_from + 1))" "$C/log/ceph-client.rgw.gw.log" 2>/dev/null | tail -n 600
+  } >"$out" 2>&1
+  echo "$(date +%s) ${pid:-?} $out" >>"$C/state/rgw-died"
+}
 deaths=0
+touch "$C/state/rgw.pid.started"
 while sleep 0.2; do
   if [[ ! -e "$C/state/rgw-restart" ]]; then
-    pid=$(cat "$C/state/rgw.pid" 2>/dev/null)
-    rgw_pid_alive "$pid" && continue
+    rgw_pid_alive "$rgw_child" && continue
+    pid=$rgw_child
+    how=$(rgw_how_it_ended "$pid")
     deaths=$((deaths + 1))
-    echo "== $(date +%T) rgw (pid $pid) ended without being asked to: starting it again"
-    tail -n 400 "$C/log/ceph-client.rgw.gw.log" >"$C/log/rgw-died-$deaths.log" 2>/dev/null
-    echo "$(date +%s) $pid $C/log/rgw-died-$deaths.log" >>"$C/state/rgw-died"
+    echo "== $(date +%T) rgw (pid $pid) ended without being asked to ($how): starting it again"
+    rgw_record_death "$deaths" "$pid" "$how"
+    touch "$C/state/rgw.pid.started"
     rgw_start_and_wait "$pid" || echo "== $(date +%T) rgw did not start again"
     continue
   fi
@@ -146,7 +175,9 @@ while sleep 0.2; do
     sleep 0.1
   done
   kill -KILL "$pid" 2>/dev/null
+  [[ "$pid" == "$rgw_child" ]] && wait "$pid" 2>/dev/null
   sleep "$down"
+  touch "$C/state/rgw.pid.started"
   rgw_start_and_wait "$pid"
   echo "== $(date +%T) rgw started again (pid $(cat "$C/state/rgw.pid" 2>/dev/null))"
   touch "$C/state/rgw-restarted"

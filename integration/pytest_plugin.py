@@ -72,6 +72,8 @@ class Matrix:
     outcomes: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     #: release -> boot count, seconds up, seconds to boot
     boots: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    #: (test id without release, release) -> why its first attempt was set aside and run again
+    reruns: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
 
     def record(self, nodeid: str, outcome: str) -> None:
         key = self.items.get(nodeid)
@@ -80,6 +82,19 @@ class Matrix:
         old = self.outcomes.get(key)
         if old is None or _OUTCOME_RANK[outcome] < _OUTCOME_RANK[old]:
             self.outcomes[key] = outcome
+
+    def rerun(self, nodeid: str, why: str) -> None:
+        """Set aside what the test's attempt so far recorded: it runs again, and says why."""
+        key = self.items.get(nodeid)
+        if key is not None:
+            self.outcomes.pop(key, None)
+            self.reruns[key] = why
+
+
+def note_rerun(config: pytest.Config, nodeid: str, why: str) -> None:
+    matrix = config.stash.get(_MATRIX, None)
+    if matrix is not None:
+        matrix.rerun(nodeid, why)
 
 
 _MATRIX = pytest.StashKey[Matrix]()
@@ -213,11 +228,15 @@ def matrix_document(matrix: Matrix) -> dict[str, Any]:
     for (_, release), outcome in matrix.outcomes.items():
         counts = per_release.setdefault(release, {"passed": 0, "failed": 0, "error": 0, "skipped": 0})
         counts[outcome] += 1
+    for (_, release), _why in matrix.reruns.items():
+        counts = per_release.setdefault(release, {"passed": 0, "failed": 0, "error": 0, "skipped": 0})
+        counts["reruns"] = counts.get("reruns", 0) + 1
     for release, boot in matrix.boots.items():
         per_release.setdefault(release, {}).update(
             {"cluster_boots": int(boot["count"]), "boot_s": round(boot["boot_s"], 1), "up_s": round(boot["up_s"], 1)})
     return {"default": matrix.default, "releases": [r for r in RELEASES if r in per_release],
-            "external": matrix.external, "per_release": per_release, "tests": tests}
+            "external": matrix.external, "per_release": per_release, "tests": tests,
+            "reruns": [{"test": t, "release": r, "why": why} for (t, r), why in sorted(matrix.reruns.items())]}
 
 
 def summary_lines(doc: dict[str, Any]) -> list[str]:
@@ -227,8 +246,9 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         r = doc["per_release"][release]
         boot = (f"; cluster booted {r['cluster_boots']}x ({r['boot_s']:.0f} s to boot, up {r['up_s']:.0f} s)"
                 if "cluster_boots" in r else "")
+        reruns = f", {r['reruns']} run again" if r.get("reruns") else ""
         out.append(f"{release}: {r.get('passed', 0)} passed, {r.get('failed', 0)} failed, {r.get('error', 0)} error, "
-                   f"{r.get('skipped', 0)} skipped{boot}")
+                   f"{r.get('skipped', 0)} skipped{reruns}{boot}")
         if r.get("cluster_boots", 1) > 1:
             out.append(f"  {release}'s cluster was booted more than once: the tests were not grouped by release")
     # Each test that ran on more than one release, and every test that did not pass.
@@ -240,6 +260,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     for test, outcomes in shown.items():
         cells = " ".join(f"{outcomes.get(r, '-'):<{max(width, 7)}}" for r in releases)
         out.append(f"  {cells}  {test}")
+    for rerun in doc.get("reruns", []):
+        out.append(f"run again on {rerun['release']}: {rerun['test']}: {rerun['why']}")
     return out
 
 

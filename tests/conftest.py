@@ -5,7 +5,7 @@ import structlog
 
 from rgwkeeper import logs
 
-pytest_plugins = ["integration.pytest_plugin"]
+pytest_plugins = ["integration.pytest_plugin", "integration.rgw_watch"]
 
 
 @pytest.fixture(autouse=True)

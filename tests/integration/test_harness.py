@@ -114,7 +114,7 @@ def test_an_rgw_that_dies_is_recorded_and_started_again(ceph_cluster, s3, bucket
     import time
 
     from integration.cluster import control_dir
-    from tests.integration.conftest import rgw_deaths
+    from integration.rgw_watch import rgw_deaths
 
     state = control_dir(ceph_cluster)
     if state is None:
@@ -134,6 +134,7 @@ def test_an_rgw_that_dies_is_recorded_and_started_again(ceph_cluster, s3, bucket
         time.sleep(0.2)
     died_pid, log = rgw_deaths(state)[before]
     assert died_pid == pid and log.exists() and log.stat().st_size > 0
+    assert log.read_text().splitlines()[0].endswith(": signal KILL")  # how it ended, from its exit status
     while True:
         try:
             s3.create_bucket(Bucket=bucket_name)
