@@ -107,16 +107,9 @@ class Bench:
     # -- methods -------------------------------------------------------------------------------
     def s3_one_batch(self, bucket: str) -> float:
         """Returns when the API work was done; the caller then frees the space (GC)."""
-        token: dict[str, Any] = {}
-        while True:
-            page = self.s3.list_objects_v2(Bucket=bucket, MaxKeys=1000, **token)
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if keys:
-                self.s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-            if not page.get("IsTruncated"):
-                break
-            token = {"ContinuationToken": page["NextContinuationToken"]}
-        self.s3.delete_bucket(Bucket=bucket)
+        from bench.s3_one_batch import empty_and_remove
+
+        empty_and_remove(self.s3, bucket)
         return time.monotonic()
 
     def admin_purge(self, bucket: str, bypass: bool) -> float:

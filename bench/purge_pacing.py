@@ -9,20 +9,30 @@ modes is pacing: unpaced, none; paced, ``purge.pace_write_latency_ms = --target-
 ``purge.pace_latency_increase = --increase`` (a target relative to the probe before the purge)
 and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other two at 0).
 
-``--modes`` picks which of ``unpaced``, ``paced`` and ``quiet`` run, in turn (the order
-rotates every repeat). ``quiet`` is the control: the same load and windows with no maintenance
-(``verify --maintenance none``), so a paced purge's verdicts can be set beside what the same
-``verify`` says of a window in which nothing happened. ``--verify-config`` gives ``verify``
-its tolerances (``[loadgen]``), e.g. the ones quiet runs of the cluster call for
-(docs/loadgen.md, *Calibrate the limits*).
+``--modes`` picks what runs, in turn (the order rotates every repeat):
+
+- ``unpaced``, ``paced``: ``rgwkeeper purge`` as above;
+- ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
+  seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
+- ``low``: ``rgwkeeper purge --impact low``;
+- ``stock-rm`` or ``stock-rm:N``: ``radosgw-admin bucket rm --purge-objects`` (with
+  ``--max-concurrent-ios N``);
+- ``stock-s3``: S3 DeleteObjects of 1,000 keys, one request at a time (``bench/s3_one_batch.py``);
+- ``quiet``: the control, the same load and windows with no maintenance (``verify
+  --maintenance none``), so a purge's verdicts can be set beside what the same ``verify`` says
+  of a window in which nothing happened.
+
+``--verify-config`` gives ``verify`` its tolerances (``[loadgen]``), e.g. the ones quiet runs of
+the cluster call for (docs/loadgen.md, *Calibrate the limits*). ``--plot F`` draws each run as
+purge rate against PUT p99 change, one marker per mode: the frontier.
 
 Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
-the median ops/s change, and how long the purge took; then per mode the verdicts and the
-median p99 change. Pacing trades purge time for ingest latency: both are shown.
+the slow seconds, the median ops/s change, and how long the purge took; then per mode the
+verdicts, the median p99 change and the median purge rate.
 
     .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
-        [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2] [--modes unpaced,paced,quiet]
-        [--verify-config F]
+        [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2]
+        [--modes unpaced,paced,quiet,cap:150,cap:150:1,low,stock-rm:4,stock-s3] [--verify-config F] [--plot F]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -32,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shlex
 import statistics
@@ -71,26 +82,66 @@ def _cluster_flags(info: Any) -> list[str]:
             "--rgw-credentials", str(info.credentials_file)]
 
 
-def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Namespace, n: int) -> dict[str, Any]:
+MODES = ("unpaced", "paced", "quiet", "cap", "low", "stock-rm", "stock-s3")
+
+
+def parse_mode(text: str) -> tuple[str, list[float]]:
+    """``cap:150:0.1`` -> ("cap", [150.0, 0.1]); an unknown mode or a bad number is a usage error."""
+    kind, *params = text.split(":")
+    if kind not in MODES:
+        raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
+    wants = {"cap": (1, 2), "stock-rm": (0, 1)}.get(kind, (0, 0))
+    if not wants[0] <= len(params) <= wants[1]:
+        raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
+    try:
+        numbers = [float(x) for x in params]
+    except ValueError:
+        raise ValueError(f"mode {text!r}: not a number") from None
+    if not all(math.isfinite(x) and x > 0 for x in numbers):
+        raise ValueError(f"mode {text!r}: numbers must be finite and above 0")
+    return kind, numbers
+
+
+def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argparse.Namespace, n: int) -> list[str]:
+    kind, numbers = parse_mode(mode)
+    if kind == "quiet":
+        return ["--maintenance", "none"]
+    if kind == "stock-rm":
+        ios = ["--max-concurrent-ios", str(int(numbers[0]))] if numbers else []
+        return ["--maintenance-cmd", shlex.join(["radosgw-admin", "--conf", str(info.conf), "--keyring",
+                                                 str(info.keyring), "bucket", "rm", "--bucket", victim,
+                                                 "--purge-objects", *ios])]
+    if kind == "stock-s3":
+        return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.s3_one_batch", "--endpoint",
+                                                 info.rgw_endpoint, "--credentials", str(info.credentials_file),
+                                                 victim])]
+    purge_cfg = workdir / f"purge-{mode.replace(':', '_')}-{n}.toml"
+    pace_ms = args.target_ms if kind == "paced" else 0.0
+    increase = args.increase if kind == "paced" else 0.0
+    cap = args.max_rate if kind == "paced" else numbers[0] if kind == "cap" else 0.0
+    request_s = numbers[1] if kind == "cap" and len(numbers) > 1 else 0.1
+    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n' + (
+        "" if kind == "low" else
+        f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
+        f"max_objects_per_second = {cap}\ncap_request_s = {request_s}\n"))
+    level = ["--impact", "low"] if kind == "low" else []
+    return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method",
+                                             args.method, *level, "--yes", "--json", "--config", str(purge_cfg),
+                                             *_cluster_flags(info)])]
+
+
+def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
     tag = f"pace-{uuid.uuid4().hex[:6]}"
     victim = f"{tag}-victim"
     if mode != "quiet":
         _fill(info, victim, args.objects)
-    purge_cfg = workdir / f"purge-{mode}-{n}.toml"
-    increase = args.increase if mode == "paced" else 0.0
-    cap = args.max_rate if mode == "paced" else 0.0
-    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\npace_write_latency_ms = {pace_ms}\n'
-                         f"pace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
-                         f"max_objects_per_second = {cap}\n")
-    purge = shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method", args.method, "--yes", "--json",
-                        "--config", str(purge_cfg), *_cluster_flags(info)])
-    out = workdir / f"verify-{mode}-{n}.json"
-    maintenance = ["--maintenance", "none"] if mode == "quiet" else ["--maintenance-cmd", purge]
+    out = workdir / f"verify-{mode.replace(':', '_')}-{n}.json"
+    maintenance = _maintenance(info, workdir, mode, victim, args, n)
     argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info),
             *(["--config", str(args.verify_config)] if args.verify_config else []), "--baseline", str(args.baseline),
             "--window", str(args.window), "--mix", "PUT=100", "--rate", str(args.rate), "--concurrency", "64",
             "--bucket-prefix", tag, "--objects", "0", *maintenance, "--maintenance-timeout", "600",
-            "--out", str(out), "--plot", str(workdir / f"verify-{mode}-{n}.png"), "--json", "--no-progress"]
+            "--out", str(out), "--json", "--no-progress"]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.baseline + args.window + 900)
     if proc.returncode not in (0, 3, 4):
@@ -100,11 +151,37 @@ def _run(info: Any, workdir: Path, mode: str, pace_ms: float, args: argparse.Nam
     checks = {c["name"]: c for c in result["verdict"]["checks"]}
     p99 = checks.get("p99_increase_PUT", {})
     rate = checks.get("median_ops_drop", {})
-    return {"mode": mode, "pace_ms": pace_ms, "verdict": result["verdict"]["outcome"],
+    slow = checks.get("slow_seconds_PUT", {})
+    purge_s = round(ev["maintenance-end"] - ev["maintenance-start"], 1) if len(ev) == 2 else None
+    return {"mode": mode, "verdict": result["verdict"]["outcome"],
             "p99_ms_baseline": p99.get("baseline"), "p99_ms_window": p99.get("candidate"),
-            "p99_change": p99.get("estimate"), "median_ops_drop": rate.get("estimate"),
-            "purge_s": round(ev["maintenance-end"] - ev["maintenance-start"], 1) if len(ev) == 2 else None,
+            "p99_change": p99.get("estimate"), "slow_seconds": slow.get("estimate"),
+            "median_ops_drop": rate.get("estimate"), "purge_s": purge_s,
+            "objects_per_s": round(args.objects / purge_s, 1) if purge_s and mode != "quiet" else None,
             "wall_s": round(time.monotonic() - t0, 1)}
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    markers = "osD^v<>ph*X"
+    for i, mode in enumerate(modes):
+        pts = [(r["objects_per_s"] or 0.0, 100 * r["p99_change"]) for r in rows
+               if r["mode"] == mode and r["p99_change"] is not None]
+        if pts:
+            ax.scatter(*zip(*pts), label=mode, marker=markers[i % len(markers)], s=48)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xlabel("purge rate, objects/s (quiet: 0)")
+    ax.set_ylabel("PUT p99 change, maintenance window vs baseline (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
@@ -120,14 +197,18 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",
-                   help="comma-separated, run in turn: unpaced, paced, quiet (no maintenance: the control)")
+                   help="comma-separated, run in turn: unpaced, paced, cap:R[:S], low, stock-rm[:N], stock-s3, "
+                        "quiet (no maintenance: the control)")
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")
+    p.add_argument("--plot", type=Path, default=None, help="write purge rate vs PUT p99 change, per run, as PNG")
     args = p.parse_args()
     order = args.modes.split(",")
-    unknown = set(order) - {"unpaced", "paced", "quiet"}
-    if unknown or not order:
-        p.error(f"--modes: unknown {', '.join(sorted(unknown)) or 'empty'}; choose from unpaced, paced, quiet")
+    for mode in order:
+        try:
+            parse_mode(mode)
+        except ValueError as exc:
+            p.error(f"--modes: {exc}")
 
     from integration.cluster import ContainerCluster, external_from_env
 
@@ -136,25 +217,29 @@ def main() -> None:
         info = external_from_env() or stack.enter_context(ContainerCluster())
         os.environ["PATH"] = info.env()["PATH"]  # the cluster's own radosgw-admin for the purge
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
-        pace_of = {"unpaced": 0.0, "paced": args.target_ms, "quiet": 0.0}
         for r in range(args.repeat):
             turn = order[r % len(order):] + order[:r % len(order)]  # each mode leads in turn
             for mode in turn:
-                pace = pace_of[mode]
-                row = _run(info, workdir, mode, pace, args, r)
+                row = _run(info, workdir, mode, args, r)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
     summary = {}
     for mode in order:
         mine = [x for x in rows if x["mode"] == mode]
         changes = [x["p99_change"] for x in mine if x["p99_change"] is not None]
+        rates = [x["objects_per_s"] for x in mine if x["objects_per_s"]]
         summary[mode] = {"verdicts": [x["verdict"] for x in mine],
                          "median_p99_change": round(statistics.median(changes), 3) if changes else None,
+                         "median_slow_seconds": statistics.median([x["slow_seconds"] for x in mine
+                                                                   if x["slow_seconds"] is not None] or [0]),
                          "median_purge_s": statistics.median([x["purge_s"] for x in mine if x["purge_s"] is not None]
-                                                             or [0.0]) if mode != "quiet" else None}
+                                                             or [0.0]) if mode != "quiet" else None,
+                         "median_objects_per_s": statistics.median(rates) if rates else None}
     print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
                       "increase": args.increase, "max_rate": args.max_rate,
                       "summary": summary, "runs": rows}, indent=1))
+    if args.plot:
+        plot(rows, args.plot, f"{args.objects} x 4 KiB purged under {args.rate:g} PUT/s ({args.method})")
 
 
 if __name__ == "__main__":

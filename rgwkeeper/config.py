@@ -255,11 +255,16 @@ class PurgeSection:
         "With pace_write_latency_ms also set, the lower target wins. 0: off.", min=0.0, max=100.0)
     pace_probe_interval_s: float = opt(1.0, "Seconds between pacing probes.", min=0.1, max=60.0)
     max_objects_per_second: float = opt(
-        0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of about one "
-        "second's worth), for the s3 and direct methods and for `expire` where it deletes from a listing "
+        0.0, "A hard cap on the objects a purge deletes per second, spread evenly (requests of "
+        "cap_request_s worth), for the s3 and direct methods and for `expire` where it deletes from a listing "
         "(Pacific); pacing may go slower still. radosgw-admin and lifecycle methods run at RGW's own speed. `rgwkeeper purge --max-rate` overrides it. 0: no cap, "
         "else at least 0.01.",
         min=0.0, max=1_000_000.0)
+    cap_request_s: float = opt(
+        0.1, "Under a rate cap, the seconds of the cap's work one request carries: at 150 objects/s, 15 "
+        "objects every 0.1 s with at most 15 in flight (DeleteObjects keys, or librados stats and removals). "
+        "1.0: a second's worth at once, which ingest queued behind (docs/purge.md, \"Impact levels\").",
+        min=0.01, max=10.0)
     impact: str = opt(
         "", "Ingest impact level instead of the rate cap and pacing keys: 'low' (at most 20 objects/s, writes "
         "paced to at most 30% above their latency before the purge: the setting `rgwkeeper verify` judged like a "

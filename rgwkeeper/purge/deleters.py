@@ -149,7 +149,17 @@ class HeadDeleter:
 
     async def remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
         """Remove the heads of head-only objects; return the entries that must go through S3.
-        In a sweep, heads already gone were counted as deleted by the first pass."""
+        In a sweep, heads already gone were counted as deleted by the first pass. Under a rate
+        cap, each of its requests stats its own objects just before removing them, so the
+        reads are spread as the removals are (not a page of stats at once)."""
+        if self.cap.rate <= 0:
+            return await self._remove(entries, sweep=sweep)
+        others: list[Entry] = []
+        for part in chunks(entries, self.cap.chunk(len(entries))):
+            others.extend(await self._remove(part, sweep=sweep))
+        return others
+
+    async def _remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
         remove, gone, others = await self.head_only(entries)
         if not remove and not gone:
             return others

@@ -36,7 +36,7 @@ from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import head_oid
 from rgwkeeper.purge.lister import Entry, Lister
-from rgwkeeper.purge.pacing import Limiter, Pacer, Probe, RateCap, run_pacer
+from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
@@ -84,6 +84,7 @@ class Settings:
     lc_poll_s: float | None = None  # None: a tenth of lc_busy_wait_s, at most 2 s
     checkpoint_interval_s: float = 1.0
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
+    cap_request_s: float = CAP_REQUEST_S  # the cap's work per request (pacing.RateCap)
     full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
 
     def __post_init__(self) -> None:
@@ -145,7 +146,7 @@ class PurgeExecutor:
         if settings.max_objects_per_second > 0 and not cap:
             log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
                         method=plan.method, max_objects_per_second=settings.max_objects_per_second)
-        self.cap = RateCap(cap, clock=clock, sleep=sleep)
+        self.cap = RateCap(cap, clock=clock, sleep=sleep, request_s=settings.cap_request_s)
         self.retry = Retry(settings.rgw_retry_s, self.time, before_retry=self._stop_if_full)
         self.threads = Threads(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2, self.retry)
         self.lister = Lister(io.s3, p.bucket, self.threads, page_size=self._page_size)
@@ -661,8 +662,8 @@ class PurgeExecutor:
 
 def batch_keys(pacer: Pacer, cap: RateCap, *, paced: bool) -> int:
     """Keys per DeleteObjects: 1000, or fewer while pacing holds the run back (one batch of
-    1,000 deletes is itself a burst that ingest PUTs queue behind), and at most a second's
-    worth under a rate cap."""
+    1,000 deletes is itself a burst that ingest PUTs queue behind), and under a rate cap its
+    work per request (``RateCap.chunk``)."""
     keys = 1000 if not paced else max(20, min(1000, int(1000 * pacer.fraction)))
     return cap.chunk(keys)
 

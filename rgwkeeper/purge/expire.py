@@ -210,7 +210,8 @@ class ListingExpiry:
         p = xp.profile
         self.xp, self.io, self.settings, self.time = xp, io, settings, time_
         self.ledger = Ledger(State(plan={}), None, interval_s=settings.checkpoint_interval_s, clock=time_.clock)
-        self.cap = RateCap(settings.max_objects_per_second, clock=time_.clock, sleep=time_.sleep)
+        self.cap = RateCap(settings.max_objects_per_second, clock=time_.clock, sleep=time_.sleep,
+                           request_s=settings.cap_request_s)
         self.threads = Threads(tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2,
                                Retry(settings.rgw_retry_s, time_))
         page = tuning.list_page_size

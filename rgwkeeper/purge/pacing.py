@@ -22,7 +22,7 @@ from typing import Awaitable, Callable
 
 import structlog
 
-from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, rate_cap_ok
+from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_number, rate_cap_ok
 from rgwkeeper.errors import UsageError
 
 log = structlog.get_logger("rgwkeeper.purge")
@@ -152,28 +152,37 @@ class Limiter:
             await self._cond.wait_for(lambda: self._in_flight == 0)
 
 
+#: Under a cap, the seconds of the cap's work one request carries (purge.cap_request_s).
+CAP_REQUEST_S = 0.1
+
+
 class RateCap:
     """At most ``rate`` objects a second (0: no cap), in whole requests.
 
     ``take(n)`` reserves n/rate seconds of the schedule and waits for the start of its slot, so
-    requests leave evenly spaced and the average never passes the cap. A cap gives the operator
+    requests leave evenly spaced and the average never passes the cap. A request carries
+    ``request_s`` of the cap's work (:meth:`chunk`): small requests often, not a second's worth
+    at once that ingest queues behind (docs/purge.md, "Impact levels"). A cap gives the operator
     a rate he chooses and a purge time he knows in advance, and it disturbed ingest less than
     the probe-driven pacer choosing its own rate (docs/purge.md, "Resume, pacing, retries").
     """
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, *,
+                 request_s: float = CAP_REQUEST_S) -> None:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate_cap_ok(rate):
             raise UsageError(f"a rate cap must be 0 (none) or a finite number of objects a second from "
                              f"{MIN_PURGE_RATE:g} to {MAX_PURGE_RATE:g}; got {rate!r}")
+        check_number(request_s, "cap_request_s", lo=0.01, hi=10.0)
         self.rate = rate
+        self.request_s = request_s
         self._clock = clock
         self._sleep = sleep
         self._next: float | None = None  # when the next slot starts
 
     def chunk(self, n: int) -> int:
-        """Objects per request under the cap: about one second's worth, at most ``n``."""
-        return max(1, n) if self.rate <= 0 else max(1, min(n, int(self.rate)))
+        """Objects per request under the cap: ``request_s`` of its work (at least one), at most ``n``."""
+        return max(1, n) if self.rate <= 0 else max(1, min(n, int(self.rate * self.request_s)))
 
     async def take(self, n: int) -> None:
         if self.rate <= 0 or n <= 0:

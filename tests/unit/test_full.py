@@ -10,6 +10,7 @@ import copy
 import json
 import math
 import sys
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -185,12 +186,13 @@ def full_world(tmp_path, **kw):
 
 
 def purge_cfg(**kw):
-    return SimpleNamespace(**{"protected_buckets": [], "s3_batches_in_flight": 8, "rados_ops_in_flight": 256,
-                              "admin_max_concurrent_ios": None, "long_command_timeout_s": 600.0,
-                              "list_page_size": 1000, "max_full_ratio": 0.97, "pace_write_latency_ms": 0.0,
-                              "pace_latency_increase": 0.0, "pace_probe_interval_s": 1.0,
-                              "verify_scan_max_objects": 1000, "rgw_retry_s": 0.0, "lc_busy_wait_s": 1.0,
-                              "checkpoint_interval_s": 0.0, "max_objects_per_second": 0.0, "full_wait_s": 0.0, **kw})
+    from rgwkeeper.config import PurgeSection
+
+    return dataclasses.replace(PurgeSection(), **{
+        "protected_buckets": [], "s3_batches_in_flight": 8, "rados_ops_in_flight": 256,
+        "long_command_timeout_s": 600.0, "list_page_size": 1000, "max_full_ratio": 0.97,
+        "verify_scan_max_objects": 1000, "rgw_retry_s": 0.0, "lc_busy_wait_s": 1.0,
+        "checkpoint_interval_s": 0.0, "full_wait_s": 0.0, **kw})
 
 
 @pytest.mark.parametrize("request_", [PurgeRequest("capture-mixed", method="s3"),

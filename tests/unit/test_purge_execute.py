@@ -19,7 +19,7 @@ from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
-from rgwkeeper.purge.pacing import MIN_SHARE, Limiter, Pacer, RateCap
+from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, RateCap
 from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
@@ -594,7 +594,7 @@ def test_rate_cap_spaces_requests_evenly():
         now[0] += s
 
     async def scenario():
-        cap = RateCap(10.0, clock=lambda: now[0], sleep=sleep)
+        cap = RateCap(10.0, clock=lambda: now[0], sleep=sleep, request_s=1.0)
         assert cap.chunk(1000) == 10 and cap.chunk(4) == 4
         for n in (10, 10, 5, 10):
             await cap.take(n)
@@ -637,6 +637,46 @@ def test_rate_cap_spaces_concurrent_callers_and_rates_below_one():
         assert [round(t - t0, 6) for t in starts] == [0.0, 4.0, 8.0]
 
     asyncio.run(scenario())
+
+
+def test_a_capped_request_carries_a_tenth_of_a_second_of_work_by_default():
+    assert [RateCap(rate).chunk(1000) for rate in (150.0, 20.0, 0.25, 5000.0)] == [15, 2, 1, 500]
+    assert RateCap(150.0, request_s=1.0).chunk(1000) == 150 and RateCap(150.0).chunk(7) == 7
+    for bad in (float("nan"), float("inf"), 0.0, 11.0, "0.1", True):
+        with pytest.raises(UsageError, match="cap_request_s"):
+            RateCap(20.0, request_s=bad)
+    from rgwkeeper.config import PurgeSection
+
+    assert PurgeSection().cap_request_s == CAP_REQUEST_S
+
+
+def test_a_capped_direct_purge_stats_each_request_s_objects_just_before_removing_them(tmp_path):
+    """Not a page of 1,000 stats at full width first: reads are spread as the removals are."""
+    w = World(extra_plain=60, page_size=1000)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="direct"))
+    now, calls = [0.0], []
+
+    async def sleep(s):
+        now[0] += s
+
+    data = io.bulk(DATA)
+    for name in ("stat_many", "remove_many"):
+        def recorded(objs, *, window, _name=name, _op=getattr(data, name)):
+            calls.append((_name, len(objs), window, now[0]))
+            return _op(objs, window=window)
+        setattr(data, name, recorded)
+    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=40.0)
+    report = run(p, io, cp, settings=settings, clock=lambda: now[0], sleep=sleep)
+    assert report.ok, report.checks
+    capped = [c for c in calls if c[0] == "stat_many" and c[3] < 1000]
+    stats = [n for name, n, _, _ in calls if name == "stat_many"]
+    removes = [n for name, n, _, _ in calls if name == "remove_many"]
+    # 40 objects/s x 0.1 s: 4 objects per request, each stat followed by its removal.
+    assert capped and max(removes) <= 4 and sum(removes) >= 60
+    names = [c[0] for c in calls if c[0] in ("stat_many", "remove_many")]
+    delete_phase = names[:2 * len(removes)]
+    assert delete_phase == ["stat_many", "remove_many"] * len(removes)
+    assert max(stats[:len(removes)]) <= 4
 
 
 @pytest.mark.parametrize("field, value", [("rgw_retry_s", float("nan")), ("lc_busy_wait_s", float("inf")),
