@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, time as dtime
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from rgwkeeper.actions import Action, RestoreAll
 from rgwkeeper.config import Config
@@ -38,6 +38,18 @@ class PassPlan:
             else:
                 out.append(a.command())
         return out
+
+    def memory_after(self, failed_commands: Collection[str]) -> dict[str, Any]:
+        """The memory to keep once the actions ran: a deep-scrub request that failed (the mon
+        refused it, or did not answer) is not remembered as requested, so the next pass asks
+        again instead of waiting out ``request_timeout_s``."""
+        memory = dict(self.memory)
+        failed = {a.pgid for a in (self.debt.actions if self.debt else ()) if a.command() in failed_commands}
+        if failed and "scrub_debt" in memory:
+            requested = (memory["scrub_debt"] or {}).get("requested") or {}
+            memory["scrub_debt"] = {**memory["scrub_debt"],
+                                    "requested": {pg: r for pg, r in requested.items() if pg not in failed}}
+        return memory
 
     def to_dict(self) -> dict[str, Any]:
         return {

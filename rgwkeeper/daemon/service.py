@@ -254,7 +254,7 @@ class Service:
             raise NotLeader("lease ran out while observing; not acting")
         async with self.lease.kept_during(self.cfg.daemon.lease_s / 3):
             results = await ex.apply(plan.actions)
-        for key, value in plan.memory.items():
+        for key, value in plan.memory_after({r.command for r in results if not r.ok}).items():
             self.journal.set_control(key, value)
         compactions = {f"osd.{r.data['osd']}": {k: v for k, v in r.data.items() if k != "osd"}
                        for r in results if r.data.get("osd") is not None}

@@ -206,6 +206,19 @@ def test_plan_shows_the_debt_and_remembers_only_what_it_may_send():
     assert paused.actions == () and paused.memory["scrub_debt"]["requested"] == {}
 
 
+def test_a_request_the_mon_refused_is_not_remembered_and_is_asked_again_next_pass():
+    cfg = dataclasses.replace(Config(), scrub_debt=S)
+    snap = _snap(0, deadlines(pg("1.0", NOW - 13 * DAY), pg("1.1", NOW - 12 * DAY)))
+    p = plan(snap, cfg, {}, {}, now=NOW, local_time=dtime(12))
+    assert [c for c in p.commands() if " pg " in c] == ["ceph pg deep-scrub 1.0", "ceph pg deep-scrub 1.1"]
+    kept = p.memory_after({"ceph pg deep-scrub 1.0", "ceph config set osd osd_max_scrubs 1"})
+    assert set(kept["scrub_debt"]["requested"]) == {"1.1"}
+    assert set(p.memory["scrub_debt"]["requested"]) == {"1.0", "1.1"}  # the plan itself is left as it was
+    assert p.memory_after(set()) == dict(p.memory)
+    again = plan(snap, cfg, {}, kept, now=NOW + 2, local_time=dtime(12))
+    assert [c for c in again.commands() if " pg " in c] == ["ceph pg deep-scrub 1.0"]
+
+
 def test_the_executor_sends_pg_deep_scrub_as_a_mon_command():
     from rgwkeeper.access import ClusterAccess
 
