@@ -25,7 +25,7 @@ trap 'rc=$?; echo "step \"$(cat "$C/state/step" 2>/dev/null)\" exited $rc" >"$C/
 # harness can delete them after the run.
 rm -rf /etc/ceph && ln -sfn "$C" /etc/ceph
 rm -rf /var/lib/ceph && ln -sfn "$C/data" /var/lib/ceph
-mkdir -p /var/lib/ceph/mon /var/lib/ceph/mgr /var/lib/ceph/osd /var/lib/ceph/radosgw /var/run/ceph
+mkdir -p /var/lib/ceph/mon /var/lib/ceph/mgr /var/lib/ceph/osd /var/lib/ceph/radosgw /var/lib/ceph/crash /var/run/ceph
 
 # A new Tentacle cluster allows only aes256k cephx keys, which the host's Pacific clients can
 # neither parse nor use (docs/testing.md, "Tentacle"). As on a cluster upgraded from an older
