@@ -11,7 +11,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 
 ``--modes`` picks what runs, in turn (the order rotates every repeat):
 
-- ``unpaced``, ``paced``: ``rgwkeeper purge`` as above;
+- ``unpaced``, ``paced``: ``rgwkeeper purge`` as above; ``unpaced:N``: with
+  ``purge.rados_ops_in_flight = N`` (librados operations in flight on the direct path);
 - ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
   seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
 - ``low``: ``rgwkeeper purge --impact low``;
@@ -90,7 +91,7 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     kind, *params = text.split(":")
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
-    wants = {"cap": (1, 2), "stock-rm": (0, 1)}.get(kind, (0, 0))
+    wants = {"cap": (1, 2), "stock-rm": (0, 1), "unpaced": (0, 1)}.get(kind, (0, 0))
     if not wants[0] <= len(params) <= wants[1]:
         raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
     try:
@@ -120,7 +121,8 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
     increase = args.increase if kind == "paced" else 0.0
     cap = args.max_rate if kind == "paced" else numbers[0] if kind == "cap" else 0.0
     request_s = numbers[1] if kind == "cap" and len(numbers) > 1 else 0.1
-    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n' + (
+    in_flight = f"rados_ops_in_flight = {int(numbers[0])}\n" if kind == "unpaced" and numbers else ""
+    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}' + (
         "" if kind == "low" else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
         f"max_objects_per_second = {cap}\ncap_request_s = {request_s}\n"))

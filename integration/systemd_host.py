@@ -137,10 +137,16 @@ class SystemdHost:
         raise HarnessError("systemd host", f"systemd still {state or 'starting'} after {BOOT_TIMEOUT_S:.0f} s: "
                            f"{self.run('systemctl', '--failed', '--no-pager').output}")
 
-    def run(self, *argv: str, user: str = "root") -> Exec:
+    def run(self, *argv: str, user: str = "root", timeout_s: float = 120.0) -> Exec:
+        """``argv`` inside, killed after ``timeout_s`` (coreutils' timeout: exit 124, or 137 if
+        it had to SIGKILL), so a wedged systemctl fails the test instead of hanging it."""
         assert self.container is not None
-        code, out = self.container.exec_run(list(argv), user=user, demux=False)
-        return Exec(list(argv), code, (out or b"").decode(errors="replace"))
+        wrapped = ["timeout", "--kill-after=5", f"{timeout_s:g}", *argv]
+        code, out = self.container.exec_run(wrapped, user=user, demux=False)
+        text = (out or b"").decode(errors="replace")
+        if code in (124, 137):
+            text += f"\n(killed: still running after {timeout_s:g} s)"
+        return Exec(list(argv), code, text)
 
     def write(self, path: str, text: str, *, mode: str = "0644", owner: str = "root:root") -> None:
         """Install a file inside: its text never reaches an argv (it may be a key)."""

@@ -263,7 +263,7 @@ class PurgeSection:
     cap_request_s: float = opt(
         0.1, "Under a rate cap, the seconds of the cap's work one request carries: at 150 objects/s, 15 "
         "objects every 0.1 s with at most 15 in flight (DeleteObjects keys, or librados stats and removals). "
-        "1.0: a second's worth at once, which ingest queued behind (docs/purge.md, \"Impact levels\").",
+        "1.0: a second's worth at once (measured against each other: docs/purge.md, \"The frontier\").",
         min=0.01, max=10.0)
     impact: str = opt(
         "", "Ingest impact level instead of the rate cap and pacing keys: 'low' (at most 20 objects/s, writes "

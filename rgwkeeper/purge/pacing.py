@@ -161,8 +161,8 @@ class RateCap:
 
     ``take(n)`` reserves n/rate seconds of the schedule and waits for the start of its slot, so
     requests leave evenly spaced and the average never passes the cap. A request carries
-    ``request_s`` of the cap's work (:meth:`chunk`): small requests often, not a second's worth
-    at once that ingest queues behind (docs/purge.md, "Impact levels"). A cap gives the operator
+    ``request_s`` of the cap's work (:meth:`chunk`): small requests often rather than a second's
+    worth at once (docs/purge.md, "The frontier"). A cap gives the operator
     a rate he chooses and a purge time he knows in advance, and it disturbed ingest less than
     the probe-driven pacer choosing its own rate (docs/purge.md, "Resume, pacing, retries").
     """
