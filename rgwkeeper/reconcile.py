@@ -46,9 +46,7 @@ class PassPlan:
         memory = dict(self.memory)
         failed = {a.pgid for a in (self.debt.actions if self.debt else ()) if a.command() in failed_commands}
         if failed and "scrub_debt" in memory:
-            requested = (memory["scrub_debt"] or {}).get("requested") or {}
-            memory["scrub_debt"] = {**memory["scrub_debt"],
-                                    "requested": {pg: r for pg, r in requested.items() if pg not in failed}}
+            memory["scrub_debt"] = scrub_debt.DebtMemory.from_dict(memory["scrub_debt"]).forget(failed).to_dict()
         return memory
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,8 +101,7 @@ def plan_pass(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], co
     memory = {"scrub_throttle": decision.memory.to_dict(), "fill": fill_memory}
     # A request not sent (paused, gate closed) is not remembered as sent.
     memory["scrub_debt"] = (debt.memory if all(a in actions for a in debt.actions) else
-                            scrub_debt.DebtMemory({pg: r for pg, r in debt.memory.requested.items()
-                                                   if pg not in {a.pgid for a in debt.actions}})).to_dict()
+                            debt.memory.forget({a.pgid for a in debt.actions})).to_dict()
     return PassPlan(gate=gate, scrub=decision, actions=actions, overrides=dict(overrides), shards_reason=shards_reason,
                 shard_plans=tuple(shard_plans), spillover=spill, fill=fill_d, memory=memory, debt=debt)
 

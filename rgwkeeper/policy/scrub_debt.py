@@ -15,7 +15,7 @@ Pure: plain data in (snapshot, config, memory, time), actions and new memory out
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from rgwkeeper.actions import DeepScrubPg
 from rgwkeeper.config import ScrubDebtSection
@@ -36,6 +36,10 @@ class DebtMemory:
 
     def to_dict(self) -> dict[str, Any]:
         return {"requested": {pg: {"stamp": r.stamp, "at": r.at} for pg, r in sorted(self.requested.items())}}
+
+    def forget(self, pgids: Collection[str]) -> "DebtMemory":
+        """Without these PGs: requests that were not sent, or that failed."""
+        return DebtMemory({pg: r for pg, r in self.requested.items() if pg not in pgids})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "DebtMemory":

@@ -163,10 +163,8 @@ class HeadDeleter:
         remove, gone, others = await self.head_only(entries)
         if not remove and not gone:
             return others
-        rets: list[Any] = []
-        for chunk in chunks([o for _, o in remove], self.cap.chunk(len(remove))):
-            await self.cap.take(len(chunk))
-            rets.extend(await self.many(self.data.remove_many, chunk))
+        await self.cap.take(len(remove))  # capped, ``remove`` already holds one request's worth (remove())
+        rets = await self.many(self.data.remove_many, [o for _, o in remove])
         removed_bytes = 0
         for (e, obj), ret in zip(remove, rets):
             check_removed(self.pool, obj[0], ret)
