@@ -147,6 +147,14 @@ rgw_record_death() {  # the log since this RGW started, the lines that say why, 
     for meta in "$C"/data/crash/*/meta; do
       [[ -e "$meta" && "$meta" -nt "$C/state/rgw.pid.started" ]] && { echo "--- crash report $meta ---"; head -c 4000 "$meta"; echo; }
     done
+    # The thread that caught the signal, and its events in Ceph's dump of recent events (which
+    # logs at higher levels than the file): what that thread was doing when it died.
+    tid=$(tail -c +"$((rgw_log_from + 1))" "$C/log/ceph-client.rgw.gw.log" 2>/dev/null | grep -E "Caught signal" \
+      | tail -n 1 | awk '{for (i = 1; i <= NF; i++) if (length($i) == 12 && $i ~ /^[0-9a-f]+$/) { print $i; exit }}')
+    if [[ -n "$tid" ]]; then
+      echo "--- the last events of thread $tid, which caught the signal ---"
+      tail -c +"$((rgw_log_from + 1))" "$C/log/ceph-client.rgw.gw.log" 2>/dev/null | grep -F " $tid " | tail -n 120
+    fi
     echo "--- end of its log ---"
     tail -c +"$((rgw_log_from + 1))" "$C/log/ceph-client.rgw.gw.log" 2>/dev/null | tail -n 600
   } >"$out" 2>&1

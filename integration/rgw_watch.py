@@ -85,9 +85,14 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> bool | None:
     reports = runtestprotocol(item, nextitem=nextitem, log=False)
     died = _deaths_since_last_look(item)
     if died and any(r.failed for r in reports) and not getattr(item, "expects_rgw_death", False):
-        for report in reports:  # the attempt's call and failures count as neither passed nor failed
-            if report.failed or report.when == "call":
+        # The attempt counts once, as one RERUN (its call, or the setup that failed), and neither
+        # passed nor failed; its other failures (the death, at teardown) are in the matrix's line.
+        shown = next((r for r in reports if r.when == "call"), None) or next(r for r in reports if r.failed)
+        for report in reports:
+            if report is shown:
                 report.outcome = "rerun"
+            elif report.failed:
+                continue
             hook.pytest_runtest_logreport(report=report)
         pid, log = died[0]
         note_rerun(item.config, item.nodeid,
