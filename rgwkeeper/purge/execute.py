@@ -34,10 +34,10 @@ from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
-from rgwkeeper.purge.layout import head_oid
+from rgwkeeper.purge.layout import gc_entries_of, head_oid
 from rgwkeeper.purge.lister import Entry, Lister
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
-from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
+from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
@@ -463,7 +463,7 @@ class PurgeExecutor:
         assert step.entry_rm is not None and step.instance_rm is not None  # DropBucket checks it
         # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
         # the bucket's metadata: run it alongside.
-        gc_task = asyncio.ensure_future(self._admin(step.gc, long=True))
+        gc_task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(step.gc))
         try:
             shards = [(o, "") for o in p.index_shards]
             rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
@@ -477,12 +477,27 @@ class PurgeExecutor:
         gc_task.result()
         self._space_free_at = self.time.clock()
 
+    async def _gc_if_the_bucket_has_entries(self, gc: Argv) -> None:
+        """The direct drop's GC run. `gc process --include-all` processes every bucket's entries,
+        also those not yet due (rgw_gc_obj_min_wait keeps tails for readers still streaming an
+        object deleted or overwritten meanwhile), so it runs only when this purge queued tails (S3
+        deletes, aborted uploads) or GC already holds objects of this bucket; removing head-only
+        objects directly queues nothing (docs/purge.md, "GC at the drop")."""
+        if not (self.counters.get("via_s3", 0) or self.counters.get("uploads_aborted", 0)):
+            entries = await self.io.rgw.gc_list(include_all=True)
+            if not gc_entries_of(entries, self.plan.profile.marker):
+                log.info("purge gc not run", plan=self.plan.plan_id, bucket=self.plan.profile.bucket,
+                         why="nothing went to GC and no GC entry holds objects of the bucket", gc_entries=len(entries))
+                self.ledger.count(gc_not_run=1)
+                return
+        await self._admin(gc, long=True)
+
     async def _drop_through_rgw(self, step: DropBucket, *, bucket_gone: bool) -> None:
         """The drop where `metadata rm` keeps the bucket instance (plan.DIRECT_DROP): the index,
         checked above to hold only entries of removed heads, is emptied in place and RGW deletes
         the empty bucket. ``bucket_gone``: an earlier run got past DeleteBucket."""
         p = self.plan.profile
-        gc_task = asyncio.ensure_future(self._admin(step.gc, long=True))
+        gc_task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(step.gc))
         try:
             if not bucket_gone:
                 index = self.io.bulk(p.index_pool)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 # A tail of a versioned object carries its instance: <marker>__shadow:<instance>_<prefix>_<n>
 # (rgw_obj_key::get_oid with a namespace and an instance; seen on 16.2.15). Versioned heads
@@ -33,6 +34,12 @@ def head_oid(marker: str, key: str) -> tuple[str, str]:
 def bucket_prefix(marker: str) -> str:
     """Every RADOS object of the bucket's data starts with this (markers contain no '_')."""
     return f"{marker}_"
+
+
+def gc_entries_of(entries: list[dict[str, Any]], marker: str) -> list[dict[str, Any]]:
+    """The entries of ``radosgw-admin gc list`` that hold RADOS objects of the bucket."""
+    prefix = bucket_prefix(marker)
+    return [e for e in entries if any(str(o.get("oid", "")).startswith(prefix) for o in e.get("objs", []))]
 
 
 def is_tail(oid: str, marker: str) -> bool:

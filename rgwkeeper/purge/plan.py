@@ -751,16 +751,14 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         shards = p.index_shards
         drop = DropBucket(
             summary="drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
-            "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile process "
-            "GC, including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so tails' space "
-            "really comes back",
+            "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile " + _DIRECT_GC,
             entry_rm=rgwa.metadata_rm_args(f"bucket:{b}"),
             instance_rm=rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
             stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
             calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                    "index entries of heads removed directly; otherwise sweep the index again",
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
-                   + " (what radosgw-admin bi purge does, without a process per call)"),
+                   + " (what radosgw-admin bi purge does, without a process per call)", _DIRECT_GC_CALL),
             owner=p.owner)
         steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
@@ -809,21 +807,29 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     return steps
 
 
+#: The direct drop's GC run (execute.PurgeExecutor._gc_if_the_bucket_has_entries).
+_DIRECT_GC = ("if objects went through S3 or uploads were aborted, process GC, including entries not yet due "
+              "(rgw_gc_obj_min_wait is 2 h by default), so tails' space really comes back; else run it only if "
+              "`radosgw-admin gc list --include-all` shows entries holding objects of the bucket (it processes "
+              "every bucket's entries early)")
+_DIRECT_GC_CALL = ("radosgw-admin gc list --include-all, unless objects went through S3 or uploads were "
+                   "aborted: the gc process above runs only if it lists entries holding objects of the bucket")
+
+
 def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
     """The direct method's drop where `metadata rm` keeps the bucket instance (DIRECT_DROP)."""
     return DropBucket(
         summary="drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
         "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
         f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
-        "resync the owner's stats; meanwhile process GC, including entries not yet due (rgw_gc_obj_min_wait "
-        "is 2 h by default), so tails' space really comes back",
+        "resync the owner's stats; meanwhile " + _DIRECT_GC,
         stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
         calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                "index entries of heads removed directly; otherwise sweep the index again",
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
-               f"S3 DeleteBucket bucket={p.bucket}"),
+               f"S3 DeleteBucket bucket={p.bucket}", _DIRECT_GC_CALL),
         owner=p.owner, through_rgw=True)
 
 

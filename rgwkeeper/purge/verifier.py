@@ -14,7 +14,7 @@ from typing import Any, Callable
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.errors import CephError, NotFound
-from rgwkeeper.purge.layout import bucket_prefix, is_tail, parse_refcount
+from rgwkeeper.purge.layout import bucket_prefix, gc_entries_of, is_tail, parse_refcount
 from rgwkeeper.purge.lister import Lister
 from rgwkeeper.purge.plan import Scope, Verify
 from rgwkeeper.purge.profile import BucketProfile
@@ -121,7 +121,7 @@ class Verifier:
     async def gc_clear(self, *, strict: bool = True) -> Check:
         prefix = bucket_prefix(self.p.marker)
         entries = await self.rgw.gc_list(include_all=True)
-        ours = [e for e in entries if any(o.get("oid", "").startswith(prefix) for o in e.get("objs", []))]
+        ours = gc_entries_of(entries, self.p.marker)
         if ours:
             return Check("GC processed", "failed" if strict else "warning",
                          f"{len(ours)} GC entries still hold objects of the bucket (space not yet free)")

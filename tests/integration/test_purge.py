@@ -136,6 +136,40 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
 
 
 @pytest.mark.releases("tentacle", "reef", "pacific")
+def test_a_direct_purge_that_queued_nothing_leaves_other_buckets_gc_entries_until_due(ceph_cluster, s3, bucket_name,
+                                                                                     tmp_path):
+    """`gc process --include-all` would free another bucket's tails before rgw_gc_obj_min_wait, which
+    keeps them for readers still streaming the deleted object: a purge that sent nothing to GC
+    does not run it."""
+    b, other = bucket_name, bucket_name + "-other"
+    s3.create_bucket(Bucket=b)
+    s3.create_bucket(Bucket=other)
+    fill(s3, b, 20, size=4096)
+    s3.put_object(Bucket=other, Key="big", Body=os.urandom(9 << 20))
+    other_marker = bucket_stats(ceph_cluster, other)["marker"]
+    s3.delete_object(Bucket=other, Key="big")  # its tails wait in GC
+
+    def others_entries() -> list[Any]:
+        proc = radosgw_admin(ceph_cluster, "gc", "list", "--include-all")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return [e for e in json.loads(proc.stdout)
+                if any(o["oid"].startswith(other_marker + "_") for o in e.get("objs", []))]
+
+    waiting = others_entries()
+    assert waiting
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+    assert doc["counters"]["gc_not_run"] == 1 and doc["counters"]["via_s3"] == 0
+    assert bucket_stats(ceph_cluster, b) is None
+    assert others_entries() == waiting
+    assert rados_ls(ceph_cluster, DATA_POOL, other_marker + "_")  # the tails are still there
+    s3.delete_bucket(Bucket=other)
+    gc_process(ceph_cluster)
+    assert_nothing_left(ceph_cluster, other_marker)
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_versioned_bucket_with_delete_markers_and_uploads_is_purged_through_rgw(ceph_cluster, s3, bucket_name,
                                                                               tmp_path):
     b, copies = bucket_name, bucket_name + "-copies"

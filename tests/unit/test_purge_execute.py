@@ -934,6 +934,53 @@ def test_a_purge_by_another_method_has_no_lifecycle_rule_to_undo(tmp_path):
     assert not any("lifecycle" in e["event"] for e in logs) and w.lifecycle == []
 
 
+OTHER_BUCKETS_GC = {"tag": "tag-elsewhere\u0000", "time": "2026-01-01T00:00:00+0000",
+                    "objs": [{"pool": DATA, "oid": "other-marker.9_tail", "key": "", "instance": ""}]}
+
+
+@pytest.mark.parametrize("release", ["pacific", "tentacle"])
+def test_a_direct_purge_that_queued_nothing_leaves_other_buckets_gc_alone(tmp_path, release):
+    # gc process --include-all would process this entry of another bucket before it is due.
+    w = World().only_head_only_objects()
+    if release == "tentacle":
+        w.as_release("tentacle", "20.2.4")
+    w.pools[DATA]["other-marker.9_tail"] = {"size": 4, "locator": "", "refs": 0}
+    w.gc = [dict(OTHER_BUCKETS_GC)]
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.method == "direct"
+    assert "gc list --include-all" in p.step(DropBucket).summary  # the dry run says when GC runs
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    admin = [line for line in w.log if line.startswith("radosgw-admin gc")]
+    assert admin == ["radosgw-admin gc list --include-all"] * 2  # the drop's look, the read-back's
+    assert w.gc == [OTHER_BUCKETS_GC] and "other-marker.9_tail" in w.pools[DATA]
+    assert report.counters["gc_not_run"] == 1 and not w.rados_left(DATA)
+
+
+def test_a_direct_purge_runs_gc_when_gc_already_holds_objects_of_the_bucket(tmp_path):
+    w = World().only_head_only_objects()
+    old_tail = f"{w.marker}__shadow_.overwritten_1"  # an object overwritten before the purge
+    w.pools[DATA][old_tail] = {"size": 4, "locator": "", "refs": 0}
+    w.gc = [{"tag": "tag-old\u0000", "time": "2026-01-01T00:00:00+0000",
+             "objs": [{"pool": DATA, "oid": old_tail, "key": "", "instance": ""}]}]
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert [line for line in w.log if line.startswith("radosgw-admin gc")] == [
+        "radosgw-admin gc list --include-all", "radosgw-admin gc process --include-all",
+        "radosgw-admin gc list --include-all"]
+    assert w.gc == [] and old_tail not in w.pools[DATA] and "gc_not_run" not in report.counters
+
+
+def test_a_direct_purge_that_sent_objects_through_s3_runs_gc_without_looking_first(tmp_path):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok and report.counters["via_s3"] == 2
+    assert [line for line in w.log if line.startswith("radosgw-admin gc")] == [
+        "radosgw-admin gc process --include-all", "radosgw-admin gc list --include-all"]
+
+
 def test_direct_purge_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket(tmp_path):
     # On 20.2.4 `metadata rm bucket.instance:...` exits 0 and removes nothing (the fake does the same).
     w = World().as_release("tentacle", "20.2.4")
