@@ -36,6 +36,7 @@ from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge import impact
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
+from rgwkeeper.purge.pacing import RateCap
 from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
@@ -89,7 +90,11 @@ def tuning_from(purge_cfg: PurgeSection) -> Tuning:
     return Tuning(s3_batches_in_flight=purge_cfg.s3_batches_in_flight,
                   rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
                   max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
-                  long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size)
+                  long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size,
+                  max_objects_per_second=purge_cfg.max_objects_per_second,
+                  cap_objects_per_request=RateCap(purge_cfg.max_objects_per_second,
+                                                  request_s=purge_cfg.cap_request_s).chunk(1000)
+                  if purge_cfg.max_objects_per_second > 0 else 0)
 
 
 def settings_from(purge_cfg: PurgeSection) -> Settings:

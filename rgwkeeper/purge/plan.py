@@ -137,6 +137,16 @@ class Tuning:
     max_concurrent_ios: int | None = None
     long_timeout_s: float = 21600.0
     list_page_size: int = 1000  # keys per listing page; a checkpoint follows each finished page
+    #: The rate cap the run holds (0: none) and the objects each of its requests carries
+    #: (execute.Settings and pacing.RateCap enforce them; here they are for the dry run).
+    max_objects_per_second: float = 0.0
+    cap_objects_per_request: int = 0
+
+    def capped(self, what: str) -> str:
+        """`` (under the cap of R objects/s: <what> of N)`` or nothing."""
+        if self.max_objects_per_second <= 0:
+            return ""
+        return f" (under the cap of {self.max_objects_per_second:g} objects/s: {what} of {self.cap_objects_per_request})"
 
 
 Argv = tuple[str, ...]  # a radosgw-admin argv tail (rgwkeeper.adapters.radosgw_admin builds them)
@@ -716,7 +726,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     filtered = scope.filtered
     s3_delete = DeleteObjects(
         summary=f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
-        + (" (every version and delete marker)" if p.versioning != "off" else ""),
+        + t.capped("batches") + (" (every version and delete marker)" if p.versioning != "off" else ""),
         calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
                     "listed so): a key written again since the listing that no longer matches (newer, another size) is kept",)
@@ -740,7 +750,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         steps.append(DeleteObjects(
             summary=f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
-            f"({t.s3_batches_in_flight} batches in flight)",
+            f"({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
             calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
                    f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
                    f"{p.head_chunk_bytes} B with a single-part ETag; remove it where its size equals the "

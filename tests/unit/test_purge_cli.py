@@ -96,7 +96,12 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env, capsys, tmp_path):
 def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
     world, flags, _ = env
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--max-rate", "25"]) == 0
-    assert "rate cap: at most 25 objects/s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "rate cap: at most 25 objects/s" in out
+    # The step says how the cap shapes its requests, beside the widths it has without one.
+    assert "(under the cap of 25 objects/s: requests of 2)" in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run"]) == 0
+    assert "under the cap" not in capsys.readouterr().out
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--max-rate", "25"]) == 0
     assert json.loads(capsys.readouterr().out)["max_objects_per_second"] == 25.0
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
