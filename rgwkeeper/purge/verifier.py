@@ -6,10 +6,11 @@ for a prefix or filtered purge, nothing matching still listed."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.rados import BulkObjects
@@ -43,51 +44,68 @@ class Verifier:
         return await self.scope_empty(step.scope)
 
     async def bucket_gone(self) -> list[Check]:
+        """Each part is read independently and at once (most are radosgw-admin processes); the
+        checks come back in a fixed order."""
         p = self.p
-        checks: list[Check] = []
+        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool, *p.class_data_pools)) if x]
+        parts = await _all(self._bucket(), self._instance(), self._index(),
+                           *(self._one(self.pool_clean(pool)) for pool in pools), self._one(self.gc_clear()),
+                           self._owner())
+        return [c for part in parts for c in part]
+
+    @staticmethod
+    async def _one(check: Awaitable[Check]) -> list[Check]:
+        return [await check]
+
+    async def _bucket(self) -> list[Check]:
+        p = self.p
         try:
             stats = await self.rgw.bucket_stats(p.bucket)
             same = stats.get("id") == p.bucket_id
-            checks.append(Check("bucket gone", "failed" if same else "warning",
-                                "bucket stats still answers for it" if same else
-                                f"a new bucket of that name exists (id {stats.get('id')})"))
+            return [Check("bucket gone", "failed" if same else "warning",
+                          "bucket stats still answers for it" if same else
+                          f"a new bucket of that name exists (id {stats.get('id')})")]
         except NotFound:
             exists = await self.lister.threads.call("HeadBucket", self.lister.s3.bucket_exists, p.bucket)
-            checks.append(Check("bucket gone", "failed" if exists else "ok",
-                                "S3 HeadBucket still finds it" if exists else
-                                "radosgw-admin bucket stats: does not exist; S3 HeadBucket: 404"))
+            return [Check("bucket gone", "failed" if exists else "ok",
+                          "S3 HeadBucket still finds it" if exists else
+                          "radosgw-admin bucket stats: does not exist; S3 HeadBucket: 404")]
+
+    async def _instance(self) -> list[Check]:
+        p = self.p
         try:
             await self.rgw.metadata_get(f"bucket.instance:{p.bucket}:{p.bucket_id}")
-            checks.append(Check("bucket instance gone", "failed", f"metadata bucket.instance:{p.bucket}:{p.bucket_id} "
-                                "still exists"))
+            return [Check("bucket instance gone", "failed", f"metadata bucket.instance:{p.bucket}:{p.bucket_id} "
+                          "still exists")]
         except NotFound:
-            checks.append(Check("bucket instance gone", "ok", "no bucket.instance metadata"))
+            return [Check("bucket instance gone", "ok", "no bucket.instance metadata")]
+
+    async def _index(self) -> list[Check]:
+        p = self.p
         if p.index_pool and p.index_gen is None:
-            checks.append(Check("index shards gone", "warning", "not read back: the bucket's index generation "
-                                "was not known (RGW removed its index with the bucket)"))
-        elif p.index_pool:
-            shards = p.index_shards
-            sizes = await self.bulk(p.index_pool).stat_many([(o, "") for o in shards], window=64)
-            left = [o for o, s in zip(shards, sizes) if s is not None]
-            checks.append(Check("index shards gone", "failed" if left else "ok",
-                                f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
-                                f"{len(shards)} shard objects absent from {p.index_pool}"))
-        pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool, *p.class_data_pools)) if x]
-        for pool in pools:
-            checks.append(await self.pool_clean(pool))
-        checks.append(await self.gc_clear())
-        buckets = await self.rgw.user_buckets(p.owner)
-        stats = await self.rgw.user_stats(p.owner)
+            return [Check("index shards gone", "warning", "not read back: the bucket's index generation "
+                          "was not known (RGW removed its index with the bucket)")]
+        if not p.index_pool:
+            return []
+        shards = p.index_shards
+        sizes = await self.bulk(p.index_pool).stat_many([(o, "") for o in shards], window=64)
+        left = [o for o, s in zip(shards, sizes) if s is not None]
+        return [Check("index shards gone", "failed" if left else "ok",
+                      f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
+                      f"{len(shards)} shard objects absent from {p.index_pool}")]
+
+    async def _owner(self) -> list[Check]:
+        p = self.p
+        buckets, stats = await _all(self.rgw.user_buckets(p.owner), self.rgw.user_stats(p.owner))
         owner_stats = stats.get("stats", {})
-        checks.append(Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
-                            f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
-                            f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"))
         synced = _parse_time(stats.get("last_stats_sync"))
         fresh = synced is not None and synced >= self.created_at - 1
-        checks.append(Check("owner stats synced", "ok" if fresh else "warning",
-                            f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
-                            f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)")))
-        return checks
+        return [Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
+                      f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
+                      f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"),
+                Check("owner stats synced", "ok" if fresh else "warning",
+                      f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
+                      f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)"))]
 
     async def pool_clean(self, pool: str) -> Check:
         p = self.p
@@ -147,3 +165,15 @@ def _parse_time(text: Any) -> float | None:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return None
+
+
+async def _all(*aws: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather``, but the first failure cancels the others before it is raised."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

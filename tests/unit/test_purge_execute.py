@@ -981,6 +981,40 @@ def test_a_direct_purge_that_sent_objects_through_s3_runs_gc_without_looking_fir
         "radosgw-admin gc process --include-all", "radosgw-admin gc list --include-all"]
 
 
+def test_the_read_back_runs_its_radosgw_admin_reads_at_once_and_reports_in_a_fixed_order(tmp_path):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    real = io.rgw._runner
+    state = {"now": 0, "most": 0, "verifying": False}
+
+    async def overlapping(argv, timeout):
+        state["now"] += 1
+        if state["verifying"]:
+            state["most"] = max(state["most"], state["now"])
+        try:
+            for _ in range(3):  # a process takes a while: let the others start meanwhile
+                await asyncio.sleep(0)
+            return await real(argv, timeout)
+        finally:
+            state["now"] -= 1
+
+    io.rgw._runner = overlapping
+    executor = PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=FAST)
+    check = executor.verifier.check
+
+    async def marked(step):
+        state["verifying"] = True
+        return await check(step)
+
+    executor.verifier.check = marked
+    report = asyncio.run(executor.run())
+    assert report.ok, report.checks
+    assert state["most"] >= 4  # bucket stats, metadata get, gc list, bucket list, user stats
+    assert [c.name for c in report.checks] == [
+        "bucket gone", "bucket instance gone", "index shards gone", f"no RADOS objects left in {DATA}",
+        f"no RADOS objects left in {EXTRA}", "GC processed", "owner unlinked", "owner stats synced"]
+
+
 def test_direct_purge_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket(tmp_path):
     # On 20.2.4 `metadata rm bucket.instance:...` exits 0 and removes nothing (the fake does the same).
     w = World().as_release("tentacle", "20.2.4")
