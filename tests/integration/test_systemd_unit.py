@@ -75,7 +75,18 @@ def _install(host, ceph_cluster, tmp_path):
     host.write("/etc/rgwkeeper/rgwkeeper.toml", toml, mode="0640", owner="root:rgwkeeper")
     host.write("/etc/systemd/system/rgwkeeper.service", UNIT.read_text())
     host.write("/etc/systemd/system/rgwkeeper.service.d/watchdog.conf", f"[Service]\nWatchdogSec={WATCHDOG_S}\n")
+    hidden = _hidden_from_the_unit(ROOT, Path(sys.prefix).resolve())
+    if hidden:  # a checkout under /tmp or /home: the venv the unit runs must be visible to it
+        host.write("/etc/systemd/system/rgwkeeper.service.d/checkout.conf",
+                   "[Service]\n" + "".join(f"BindReadOnlyPaths={p}\n" for p in hidden))
     host.run("systemctl", "daemon-reload").check()
+
+
+def _hidden_from_the_unit(*paths: Path) -> list[Path]:
+    """Those of ``paths`` that the unit's PrivateTmp=yes or ProtectHome=yes hide (a checkout
+    cloned under /tmp, say); the test binds them back in with a drop-in, the unit unchanged."""
+    hidden_roots = (Path("/tmp"), Path("/var/tmp"), Path("/home"), Path("/root"), Path("/run/user"))
+    return [p for p in dict.fromkeys(paths) if any(p.is_relative_to(r) for r in hidden_roots)]
 
 
 def _events(host):
