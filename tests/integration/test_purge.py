@@ -160,7 +160,7 @@ def test_a_direct_purge_that_queued_nothing_leaves_other_buckets_gc_entries_unti
     doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
 
     assert doc["ok"] and doc["method"] == "direct", doc["checks"]
-    assert doc["counters"]["gc_not_run"] == 1 and doc["counters"]["via_s3"] == 0
+    assert doc["counters"]["gc_not_run"] == 1 and doc["counters"].get("via_s3", 0) == 0  # zero counters are left out
     assert bucket_stats(ceph_cluster, b) is None
     assert others_entries() == waiting
     assert rados_ls(ceph_cluster, DATA_POOL, other_marker + "_")  # the tails are still there
