@@ -259,7 +259,9 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
     assert_nothing_left(ceph_cluster, marker)
 
 
-def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_name, tmp_path, restart_rgw):
+@pytest.mark.parametrize("how", [["--method", "s3"], ["--method", "direct", "--max-rate", "200"]],
+                         ids=["s3", "direct-capped"])
+def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_name, tmp_path, restart_rgw, how):
     b = bucket_name
     s3.create_bucket(Bucket=b)
     fill(s3, b, 1000, size=256)
@@ -269,7 +271,7 @@ def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_na
     cfg.write_text(f'[purge]\nstate_dir = "{tmp_path / "state"}"\n{config}')
     argv = [sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), "--conf", str(ceph_cluster.conf),
             "--keyring", str(ceph_cluster.keyring), "--rgw-endpoint", ceph_cluster.rgw_endpoint,
-            "--rgw-credentials", str(ceph_cluster.credentials_file), b, "--method", "s3", "--yes", "--json"]
+            "--rgw-credentials", str(ceph_cluster.credentials_file), b, *how, "--yes", "--json"]
     err = tmp_path / "stderr"
     with open(err, "w") as err_f:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, stdin=subprocess.DEVNULL, text=True,
@@ -290,7 +292,9 @@ def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_na
     assert proc.returncode == 0, stderr[-3000:]
     assert "purge retrying" in stderr, "the purge never met the restart"
     doc = json.loads(out)
-    assert doc["ok"] and doc["resumed"] == 0, doc["checks"]
+    assert doc["ok"] and doc["resumed"] == 0 and doc["method"] == how[1], doc["checks"]
+    if "--max-rate" in how:  # the cap held across the restart: never faster than 200/s
+        assert doc["pacing"]["max_objects_per_second"] == 200.0 and doc["elapsed_s"] >= 1000 / 200
     assert bucket_stats(ceph_cluster, b) is None
     assert_nothing_left(ceph_cluster, marker)
 
