@@ -15,7 +15,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   ``purge.rados_ops_in_flight = N`` (librados operations in flight on the direct path);
 - ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
   seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
-- ``low``: ``rgwkeeper purge --impact low``;
+- ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
+  stock ``bucket rm --purge-objects`` inside rgwkeeper's plan and read-back; ``--method`` not passed);
 - ``stock-rm`` or ``stock-rm:N``: ``radosgw-admin bucket rm --purge-objects`` (with
   ``--max-concurrent-ios N``);
 - ``stock-s3``: S3 DeleteObjects of 1,000 keys, one request at a time (``bench/s3_one_batch.py``);
@@ -33,7 +34,7 @@ verdicts, the median p99 change and the median purge rate.
 
     .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
         [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2]
-        [--modes unpaced,paced,quiet,cap:150,cap:150:1,low,stock-rm:4,stock-s3] [--verify-config F] [--plot F]
+        [--modes unpaced,paced,quiet,cap:150,cap:150:1,low,normal,stock-rm:4,stock-s3] [--verify-config F] [--plot F]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -83,7 +84,7 @@ def _cluster_flags(info: Any) -> list[str]:
             "--rgw-credentials", str(info.credentials_file)]
 
 
-MODES = ("unpaced", "paced", "quiet", "cap", "low", "stock-rm", "stock-s3")
+MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3")
 
 
 def parse_mode(text: str) -> tuple[str, list[float]]:
@@ -123,13 +124,14 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
     request_s = numbers[1] if kind == "cap" and len(numbers) > 1 else 0.1
     in_flight = f"rados_ops_in_flight = {int(numbers[0])}\n" if kind == "unpaced" and numbers else ""
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}' + (
-        "" if kind == "low" else
+        "" if kind in ("low", "normal") else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
         f"max_objects_per_second = {cap}\ncap_request_s = {request_s}\n"))
-    level = ["--impact", "low"] if kind == "low" else []
-    return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--method",
-                                             args.method, *level, "--yes", "--json", "--config", str(purge_cfg),
-                                             *_cluster_flags(info)])]
+    how = ["--impact", kind] if kind in ("low", "normal") else []
+    if kind != "normal":  # normal picks its own method (admin-purge) and refuses another
+        how += ["--method", args.method]
+    return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
+                                             "--json", "--config", str(purge_cfg), *_cluster_flags(info)])]
 
 
 def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -199,7 +201,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",
-                   help="comma-separated, run in turn: unpaced, paced, cap:R[:S], low, stock-rm[:N], stock-s3, "
+                   help="comma-separated, run in turn: unpaced, paced, cap:R[:S], low, normal, stock-rm[:N], stock-s3, "
                         "quiet (no maintenance: the control)")
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")

@@ -268,8 +268,10 @@ class PurgeSection:
     impact: str = opt(
         "", "Ingest impact level instead of the rate cap and pacing keys: 'low' (at most 20 objects/s, writes "
         "paced to at most 30% above their latency before the purge: the setting `rgwkeeper verify` judged like a "
-        "quiet window) or 'max' (no cap, no pacing). Empty: max_objects_per_second and the pace_* keys as given; "
-        "setting both is refused. `--impact` overrides it.", empty_ok=True, choices=("", "low", "max"))
+        "quiet window), 'normal' (whole buckets with radosgw-admin bucket rm --purge-objects, the stock tool's "
+        "steady deletes; not for prefix purges or expiry) or 'max' (no cap, no pacing). Empty: "
+        "max_objects_per_second and the pace_* keys as given; setting both is refused. `--impact` overrides it.",
+        empty_ok=True, choices=("", "low", "normal", "max"))
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",
@@ -508,6 +510,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if r is not None and r.endpoint is not None and endpoint_problem(r.endpoint):
         out.append(f"rgw.endpoint: {endpoint_problem(r.endpoint)}")
     fl = sections.get("fill")
+    if fl is not None and pu is not None and not fl.expire_impact and pu.impact == "normal":
+        out.append("fill.expire_impact is empty, so the fill-triggered expiry would take purge.impact = 'normal', "
+                   "which purges whole buckets only: set fill.expire_impact to 'low' or 'max'")
     if fl is not None and pu is not None and fl.expire_raise_full_ratio is not None \
             and fl.expire_raise_full_ratio > pu.max_full_ratio:
         out.append(f"fill.expire_raise_full_ratio ({fl.expire_raise_full_ratio}) must not be above "

@@ -151,7 +151,9 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                    "[default: purge.max_objects_per_second]")
 @click.option("--impact", type=click.Choice(tuple(purge_api.impact.LEVELS)), default=None,
               help="ingest impact: low (at most 20 objects/s, writes paced: judged like a quiet window by "
-                   "rgwkeeper verify) or max (no cap, no pacing); not with --max-rate [default: purge.impact]")
+                   "rgwkeeper verify), normal (whole buckets with radosgw-admin bucket rm --purge-objects, the "
+                   "stock tool's steady deletes) or max (no cap, no pacing); not with --max-rate "
+                   "[default: purge.impact]")
 @click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--metrics-textfile", callback=_check_textfile, default=None,
               help="write progress as Prometheus metrics to this .prom file while the purge runs, for node "
@@ -176,6 +178,7 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")
     cfg, access = load_access(kwargs)
     purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
+    request = purge_api.impact.request_for(purge_cfg, request)
     impact_line = purge_api.impact.describe(purge_cfg)
     check_protected(bucket, purge_cfg.protected_buckets)
     io = purge_api.open_io(access, purge_cfg)
@@ -286,7 +289,7 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
 @click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Reef and later)")
 @click.option("--smaller-than", type=Size(), help="only objects smaller than this (Reef and later)")
 @click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
-@click.option("--impact", type=click.Choice(tuple(purge_api.impact.LEVELS)), default=None,
+@click.option("--impact", type=click.Choice(purge_api.impact.LISTING_LEVELS), default=None,
               help="where expiry deletes from a listing (Pacific): low or max, as for purge [default: purge.impact]")
 @click.option("--raise-full-ratio", type=FiniteFloat(0, 1), default=None, callback=_check_full_ratio, help=_RAISE_HELP)
 @click.option("--dry-run", is_flag=True, help="print the rules and commands; change nothing")
@@ -386,6 +389,8 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
     for b, why in planned.skipped:
         click.echo(f"rgwkeeper: skipping {b}: {why}", err=True)
     plans = planned.plans
+    if any(x.by_listing for x in plans):
+        purge_api.impact.check_listing(purge_cfg)
     if dry_run:
         if as_json:
             emit_json([{"bucket": x.profile.bucket, "rules": x.merged, "changes": x.changes,

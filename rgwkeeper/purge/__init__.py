@@ -146,6 +146,7 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
     full cluster it refuses (ClusterFull) unless ``raise_full_ratio`` is given.
     """
     check_protected(request.bucket, purge_cfg.protected_buckets)
+    request = impact.request_for(purge_cfg, request)  # the CLI refuses earlier, before it connects
     # First: "older than 3s" counts from when the command ran, not from after the profile.
     clock = await read_rgw_clock(io.s3, request.bucket) if request.older_than_s is not None else None
     what = f"purge of {request.bucket!r}"
@@ -321,6 +322,8 @@ async def apply_expiry_with(planned: ExpiryPlans, io: PurgeIO, purge_cfg: PurgeS
                             on_failure: Callable[[BucketFailure], None] | None = None) -> list[ExpireResult]:
     """``apply_expiry`` under ``[purge]``: its timeouts, and for a run from a listing its
     retries, batches in flight, rate cap and pacing, as a purge gets them."""
+    if any(x.by_listing for x in planned.plans):
+        impact.check_listing(purge_cfg)
     return await apply_expiry(planned, io, long_timeout_s=purge_cfg.long_command_timeout_s,
                               busy_wait_s=purge_cfg.lc_busy_wait_s, one_bucket=one_bucket, on_failure=on_failure,
                               settings=settings_from(purge_cfg), tuning=tuning_from(purge_cfg))

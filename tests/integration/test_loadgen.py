@@ -44,6 +44,7 @@ from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.client import S3Client
 from rgwkeeper.loadgen.runner import RunHandle, RunSpec, run_load
 from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
+from tests.integration.test_purge import bucket_stats
 
 # Tolerances calibrated the way docs/loadgen.md tells operators to: quiet runs first. Adjacent
 # quiet 20 s windows of the test cluster differ in PUT p99 by up to +129%, and +273% when one of
@@ -415,6 +416,29 @@ def test_verify_judges_a_paced_capped_purge_like_a_quiet_window(ceph_cluster, tm
     # The purge really ran inside the judged window, at its cap or slower (400 objects, 20/s).
     start, end = (e["t"] for e in result["events"] if e["kind"].startswith("maintenance-"))
     assert end - start >= 19.0, result["events"]
+
+
+def test_verify_judges_a_normal_impact_purge_like_a_quiet_window(ceph_cluster, tmp_path, bucket_name):
+    """`--impact normal` (the stock `bucket rm --purge-objects` inside rgwkeeper's plan and
+    read-back) of a whole bucket during 40 PUT/s: what the level promises is ingest judged as a
+    quiet window is, as `low` promises at 20 objects/s (docs/purge.md, "Impact levels")."""
+    def attempt():
+        victim = f"{bucket_name[:36]}-n{uuid.uuid4().hex[:4]}"
+        _fill(ceph_cluster, victim, 2000, 4096)
+        cfg = tmp_path / f"{victim}.toml"
+        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\n')
+        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
+                             _purge_cmd(ceph_cluster, victim, "--impact", "normal", "--json", "--config", str(cfg)),
+                             "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
+        m = result["maintenance"]
+        assert m["exit_code"] == 0, m
+        assert bucket_stats(ceph_cluster, victim) is None  # the purge's own read-back said so too (exit 0)
+        return rc, result
+
+    rc, result = _judged_like_a_quiet_window(ceph_cluster, "normal-impact purge", attempt)
+    assert rc == 0
+    kinds = [e["kind"] for e in result["events"]]
+    assert kinds[0] == "maintenance-start" and kinds[-1] == "maintenance-end", kinds
 
 
 @pytest.fixture

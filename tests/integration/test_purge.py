@@ -99,11 +99,9 @@ def drop_copies_then_nothing_left(cluster, s3, copies: str, marker: str) -> None
     assert_nothing_left(cluster, marker)
 
 
-# -- whole-bucket purges ----------------------------------------------------------------------------
-
-@pytest.mark.releases("tentacle", "reef", "pacific")
-def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph_cluster, s3, bucket_name, tmp_path):
-    b, copies = bucket_name, bucket_name + "-copies"
+def mixed_bucket_with_copies(cluster, s3, b: str, copies: str) -> tuple[bytes, str]:
+    """Bucket ``b``: 21 head-only objects, one with tails, a multipart object and a pending upload;
+    ``copies`` shares the tails of two of them. Returns (the big object's bytes, b's marker)."""
     s3.create_bucket(Bucket=b)
     s3.create_bucket(Bucket=copies)
     fill(s3, b, 20, size=4096)
@@ -115,24 +113,52 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
     s3.copy_object(Bucket=copies, Key="big", CopySource={"Bucket": b, "Key": "big"})
     s3.copy_object(Bucket=copies, Key="multi", CopySource={"Bucket": b, "Key": "multi"})
     s3.copy_object(Bucket=copies, Key="small", CopySource={"Bucket": b, "Key": "obj/000001"})
-    marker = bucket_stats(ceph_cluster, b)["marker"]
+    return big, bucket_stats(cluster, b)["marker"]
+
+
+def assert_only_shared_tails_left_and_copies_read_back(cluster, s3, b: str, copies: str, big: bytes,
+                                                       marker: str) -> None:
+    assert bucket_stats(cluster, b) is None
+    assert b not in [x["Name"] for x in s3.list_buckets()["Buckets"]]
+    left = rados_ls(cluster, DATA_POOL, marker + "_")
+    assert left and all("__shadow_" in o or "__multipart_" in o for o in left)  # only tails copies share
+    assert rados_ls(cluster, EXTRA_POOL, marker + "_") == []
+    # The copies read back byte for byte (tracker 73348 destroyed them with --bypass-gc).
+    assert s3.get_object(Bucket=copies, Key="big")["Body"].read() == big
+    got = s3.get_object(Bucket=copies, Key="multi")["Body"].read()
+    assert hashlib.md5(got).hexdigest() == hashlib.md5(b"a" * (5 << 20) + b"b" * 1000).hexdigest()
+    assert s3.get_object(Bucket=copies, Key="small")["Body"].read() == b"x" * 4096
+    drop_copies_then_nothing_left(cluster, s3, copies, marker)
+
+
+# -- whole-bucket purges ----------------------------------------------------------------------------
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph_cluster, s3, bucket_name, tmp_path):
+    b, copies = bucket_name, bucket_name + "-copies"
+    big, marker = mixed_bucket_with_copies(ceph_cluster, s3, b, copies)
 
     doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
 
     assert doc["ok"] and doc["method"] == "direct", doc["checks"]
     c = doc["counters"]
     assert c["direct_removed"] == 21 and c["via_s3"] == 2 and c["uploads_aborted"] == 1
-    assert bucket_stats(ceph_cluster, b) is None
-    assert b not in [x["Name"] for x in s3.list_buckets()["Buckets"]]
-    left = rados_ls(ceph_cluster, DATA_POOL, marker + "_")
-    assert left and all("__shadow_" in o or "__multipart_" in o for o in left)  # only tails copies share
-    assert rados_ls(ceph_cluster, EXTRA_POOL, marker + "_") == []
-    # The copies read back byte for byte (tracker 73348 destroyed them with --bypass-gc).
-    assert s3.get_object(Bucket=copies, Key="big")["Body"].read() == big
-    got = s3.get_object(Bucket=copies, Key="multi")["Body"].read()
-    assert hashlib.md5(got).hexdigest() == hashlib.md5(b"a" * (5 << 20) + b"b" * 1000).hexdigest()
-    assert s3.get_object(Bucket=copies, Key="small")["Body"].read() == b"x" * 4096
-    drop_copies_then_nothing_left(ceph_cluster, s3, copies, marker)
+    assert_only_shared_tails_left_and_copies_read_back(ceph_cluster, s3, b, copies, big, marker)
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_impact_normal_purges_a_mixed_bucket_with_bucket_rm_and_copies_read_back(ceph_cluster, s3, bucket_name,
+                                                                                 tmp_path):
+    """`--impact normal` is the stock `bucket rm --purge-objects` inside rgwkeeper's plan, GC run
+    and read-back: the same bucket as above, nothing of it left, copies elsewhere intact."""
+    b, copies = bucket_name, bucket_name + "-copies"
+    big, marker = mixed_bucket_with_copies(ceph_cluster, s3, b, copies)
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--impact", "normal", "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "admin-purge", doc["checks"]
+    assert doc["pacing"]["max_objects_per_second"] is None
+    assert_only_shared_tails_left_and_copies_read_back(ceph_cluster, s3, b, copies, big, marker)
 
 
 @pytest.mark.releases("tentacle", "reef", "pacific")

@@ -123,6 +123,39 @@ def test_impact_low_is_shown_with_its_cap_and_pacing_and_kept_by_the_purge(env, 
     assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] is None and not world.exists
 
 
+def test_impact_normal_purges_the_whole_bucket_with_bucket_rm_and_refuses_a_prefix(env, capsys):
+    world, flags, opened = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--impact", "normal"]) == 0
+    out = capsys.readouterr().out
+    assert "method: admin-purge" in out and "impact normal: the whole bucket with radosgw-admin bucket rm" in out
+    assert "radosgw-admin --conf" in out and "bucket rm --bucket capture-mixed --purge-objects" in out
+    assert "rate cap" not in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--impact", "normal"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["method"] == "admin-purge" and not world.exists
+    assert any("bucket rm --bucket capture-mixed --purge-objects" in line for line in world.log)
+
+
+def test_impact_normal_with_a_filter_or_another_method_is_one_line_and_sends_nothing(env, capsys):
+    world, flags, opened = env
+    for extra, said in ((["--prefix", "plain/"], "purges whole buckets only"),
+                        (["--method", "direct"], "--method direct beside it is ambiguous")):
+        assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--impact", "normal", *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1 and "Traceback" not in err
+    assert opened == [] and world.exists and world.log == []
+    # expire deletes from a listing where it is not lc process: the level is not offered there.
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--days", "1", "--impact", "normal", "--yes"]) == 2
+    assert "'normal' is not one of 'low', 'max'" in capsys.readouterr().err
+    # Nor from the config, where this release's expiry deletes from a listing (Pacific: no lc process --bucket).
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text() + 'impact = "normal"\n')
+    assert run_cli(cli, ["expire", *flags, "capture-mixed", "--days", "1", "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "this expiry deletes from a listing: give it low or max" in err and err.count("\n") == 1
+    assert world.lifecycle == [] and world.exists
+
+
 def test_a_configured_impact_with_its_own_keys_is_refused_before_anything_is_sent(env, capsys):
     world, flags, opened = env
     cfg = Path(flags[flags.index("--config") + 1])

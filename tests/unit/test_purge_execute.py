@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import asyncio
 import email.utils
 import json
@@ -335,9 +336,11 @@ def test_lc_process_held_past_the_wait_fails_and_keeps_the_checkpoint(tmp_path):
 def test_prepare_resumes_only_the_same_request_on_the_same_bucket_instance(tmp_path):
     w = World()
     io, _ = purge_io(w, tmp_path)
-    cfg = SimpleNamespace(protected_buckets=[], s3_batches_in_flight=8, rados_ops_in_flight=256,
-                          admin_max_concurrent_ios=None, long_command_timeout_s=600.0, list_page_size=1000,
-                          max_full_ratio=0.97, max_objects_per_second=0.0, cap_request_s=0.1)
+    from rgwkeeper.config import PurgeSection
+
+    cfg = dataclasses.replace(PurgeSection(), protected_buckets=[], s3_batches_in_flight=8, rados_ops_in_flight=256,
+                              long_command_timeout_s=600.0, list_page_size=1000, max_full_ratio=0.97,
+                              max_objects_per_second=0.0, cap_request_s=0.1)
     store = CheckpointStore(tmp_path / "state")
     req = PurgeRequest("capture-mixed")
     first = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
