@@ -416,7 +416,7 @@ class PurgeExecutor:
         return still
 
     async def _step_gc_process(self, step: GcProcess) -> None:
-        await self._admin(step.gc, long=True)
+        await self._gc_if_the_bucket_has_entries(step.gc)
         self._space_free_at = self.time.clock()
 
     async def _index_stats(self) -> dict[str, Any]:
@@ -478,7 +478,8 @@ class PurgeExecutor:
         self._space_free_at = self.time.clock()
 
     async def _gc_if_the_bucket_has_entries(self, gc: Argv) -> None:
-        """The direct drop's GC run. `gc process --include-all` processes every bucket's entries,
+        """Every GC run of a purge (the direct drop's, and the GC step after S3 deletes, bucket rm
+        or lifecycle). `gc process --include-all` processes every bucket's entries,
         also those not yet due (rgw_gc_obj_min_wait keeps tails for readers still streaming an
         object deleted or overwritten meanwhile), so it runs only when this purge queued tails (S3
         deletes, aborted uploads) or GC already holds objects of this bucket; removing head-only
@@ -562,17 +563,22 @@ class PurgeExecutor:
         self._space_free_at = self.time.clock()
         await self._admin(step.stats_sync)
 
+    #: Seconds between progress reads while radosgw-admin works (bucket rm, lc process).
+    POLL_S = 2.0
+
     async def _while_polling(self, work: Awaitable[_T]) -> _T:
-        """Run radosgw-admin work, showing progress from the bucket's object count meanwhile."""
+        """Run radosgw-admin work, showing progress from the bucket's object count meanwhile.
+        The count comes from the admin API: a radosgw-admin process every poll cost ingest
+        more than the stock command it watched (docs/purge.md, "Impact levels")."""
         p = self.plan.profile
         task = asyncio.ensure_future(work)
         try:
             while not task.done():
-                await asyncio.wait([task], timeout=2.0)
+                await asyncio.wait([task], timeout=self.POLL_S)
                 if task.done():
                     break
                 try:
-                    stats = await self.io.rgw.bucket_stats(p.bucket)
+                    stats = await self.io.admin_api.bucket_stats(p.bucket)
                     left = int(stats.get("usage", {}).get("rgw.main", {}).get("num_objects", 0))
                     size_left = int(stats.get("usage", {}).get("rgw.main", {}).get("size", 0))
                 except CephError:

@@ -712,8 +712,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                   + (" started before the cutoff" if cutoff else "") + " (their parts go to GC)",
                   calls=(f"S3 ListMultipartUploads bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "")
                          + ", then AbortMultipartUpload for each",), scope=scope)
-    gc = GcProcess(summary="process GC now, including entries not yet due (rgw_gc_obj_min_wait is 2 h by "
-                   "default), so the tails' space really comes back", gc=rgwa.gc_process_args(include_all=True))
+    gc = GcProcess(summary=_GC_WHEN_NEEDED[0].upper() + _GC_WHEN_NEEDED[1:], calls=(_GC_WHEN_NEEDED_CALL,),
+                   gc=rgwa.gc_process_args(include_all=True))
     verify = Verify(summary="read the end state back" + (
         ": bucket gone, its index shards and RADOS objects gone from the pools (tails still referenced by "
         "copies elsewhere are kept and named), no GC entries left, owner's stats synced"
@@ -761,14 +761,14 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         shards = p.index_shards
         drop = DropBucket(
             summary="drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "
-            "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile " + _DIRECT_GC,
+            "(which unlinks it from the owner) and instance, then resync the owner's stats; meanwhile " + _GC_WHEN_NEEDED,
             entry_rm=rgwa.metadata_rm_args(f"bucket:{b}"),
             instance_rm=rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
             stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
             calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                    "index entries of heads removed directly; otherwise sweep the index again",
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
-                   + " (what radosgw-admin bi purge does, without a process per call)", _DIRECT_GC_CALL),
+                   + " (what radosgw-admin bi purge does, without a process per call)", _GC_WHEN_NEEDED_CALL),
             owner=p.owner)
         steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
@@ -817,12 +817,13 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     return steps
 
 
-#: The direct drop's GC run (execute.PurgeExecutor._gc_if_the_bucket_has_entries).
-_DIRECT_GC = ("if objects went through S3 or uploads were aborted, process GC, including entries not yet due "
+#: Every GC run of a purge (execute.PurgeExecutor._gc_if_the_bucket_has_entries): the direct drop's and
+#: the GcProcess step's.
+_GC_WHEN_NEEDED = ("if objects went through S3 or uploads were aborted, process GC, including entries not yet due "
               "(rgw_gc_obj_min_wait is 2 h by default), so tails' space really comes back; else run it only if "
               "`radosgw-admin gc list --include-all` shows entries holding objects of the bucket (it processes "
               "every bucket's entries early)")
-_DIRECT_GC_CALL = ("radosgw-admin gc list --include-all, unless objects went through S3 or uploads were "
+_GC_WHEN_NEEDED_CALL = ("radosgw-admin gc list --include-all, unless objects went through S3 or uploads were "
                    "aborted: the gc process above runs only if it lists entries holding objects of the bucket")
 
 
@@ -832,14 +833,14 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
         summary="drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
         "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
         f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
-        "resync the owner's stats; meanwhile " + _DIRECT_GC,
+        "resync the owner's stats; meanwhile " + _GC_WHEN_NEEDED,
         stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
         calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
                "index entries of heads removed directly; otherwise sweep the index again",
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
-               f"S3 DeleteBucket bucket={p.bucket}", _DIRECT_GC_CALL),
+               f"S3 DeleteBucket bucket={p.bucket}", _GC_WHEN_NEEDED_CALL),
         owner=p.owner, through_rgw=True)
 
 

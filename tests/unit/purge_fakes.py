@@ -121,6 +121,7 @@ class World:
         self.s3_faults: dict[str, list[BaseException | None]] = {}
         self.lc_fault: BaseException | None = None
         self.lc_block: Any = None
+        self.rm_block: Any = None  # an asyncio.Event: bucket rm waits for it (a long-running rm)
 
     def as_release(self, name: str, version: str) -> "World":
         """The same cluster reporting another release (``versions``), e.g. to exercise code paths
@@ -279,6 +280,8 @@ class FakeRunner:
             case ["bucket", "rm", "--bucket", b, "--purge-objects", *rest] if b == w.bucket:
                 if not w.exists:
                     return missing("bucket_rm_missing")  # exits 0: what Ceph's own test expects
+                if w.rm_block is not None:
+                    await w.rm_block.wait()
                 for u in list(w.uploads):
                     FakeS3(w).abort_upload(b, u["Key"], u["UploadId"])
                 for key in list(w.index):
@@ -554,7 +557,7 @@ class FakeAdminApi:
         self.w.quota.update(enabled=enabled, max_objects=max_objects, max_size_kb=max_size_kb)
 
     async def bucket_stats(self, bucket: str) -> dict[str, Any]:
-        if bucket != self.w.bucket:
+        if bucket != self.w.bucket or not self.w.exists:
             raise NotFound(f"GET /admin/bucket?bucket={bucket}", "NoSuchBucket")
         self.w.log.append("admin API bucket stats")
         return self.w.current_stats()

@@ -204,6 +204,42 @@ def test_s3_method_and_the_stock_bucket_rm_both_end_clean(tmp_path):
         assert not w.exists and all(w.pools[DATA][o].get("kept") for o in w.rados_left(DATA))
 
 
+def test_a_long_bucket_rm_is_watched_through_the_admin_api_not_a_process_per_poll(tmp_path, monkeypatch):
+    """While the stock bucket rm runs, progress comes from GET /admin/bucket: a radosgw-admin
+    process every poll was rgwkeeper's own load on ingest beside the command it watched."""
+    w = World()
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", method="admin-purge"))
+    monkeypatch.setattr(PurgeExecutor, "POLL_S", 0.01)
+
+    async def go():
+        w.rm_block = asyncio.Event()
+        polls_before = w.log.count("admin API bucket stats")
+        task = asyncio.ensure_future(PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()),
+                                                   settings=FAST).run())
+        while w.log.count("admin API bucket stats") < polls_before + 3:
+            await asyncio.sleep(0.01)
+        rm_at = next(i for i, line in enumerate(w.log) if line.startswith("radosgw-admin bucket rm"))
+        assert not [x for x in w.log[rm_at + 1:] if x.startswith("radosgw-admin bucket stats")], w.log[rm_at:]
+        w.rm_block.set()
+        return await task
+
+    report = asyncio.run(go())
+    assert report.ok and not w.exists, report.checks
+
+
+def test_the_gc_step_after_bucket_rm_runs_only_when_gc_holds_objects_of_the_bucket(tmp_path):
+    """`gc process --include-all` after the stock bucket rm would process every bucket's entries
+    before they are due; small objects queue nothing, so there it is not run (as at the direct drop)."""
+    for name, world in (("small", World(extra_plain=4).only_head_only_objects()), ("mixed", World())):
+        (tmp_path / name).mkdir()
+        p, io, cp, _ = make(world, tmp_path / name, PurgeRequest("capture-mixed", method="admin-purge"))
+        report = run(p, io, cp)
+        assert report.ok and not world.exists, (name, report.checks)
+        processed = "radosgw-admin gc process --include-all" in world.log
+        assert "radosgw-admin gc list --include-all" in world.log
+        assert processed == (name == "mixed") and report.counters.get("gc_not_run", 0) == (name == "small"), name
+
+
 def test_prefix_and_age_purge_deletes_exactly_the_matching_objects(tmp_path):
     import datetime
 
