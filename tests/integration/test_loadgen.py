@@ -334,6 +334,25 @@ def _judged_like_a_quiet_window(ceph_cluster, what, run_verify):
     return rc, result
 
 
+def _purge_under_load(ceph_cluster, tmp_path, bucket_name, objects, *purge_options):
+    """One attempt for _judged_like_a_quiet_window: a fresh bucket of ``objects`` x 4 KiB purged
+    (``rgwkeeper purge VICTIM *purge_options``) as verify's maintenance under 40 PUT/s; the
+    purge must exit 0 and the bucket be gone."""
+    def attempt():
+        victim = f"{bucket_name[:36]}-v{uuid.uuid4().hex[:4]}"
+        _fill(ceph_cluster, victim, objects, 4096)
+        cfg = tmp_path / f"{victim}.toml"
+        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\n')
+        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
+                             _purge_cmd(ceph_cluster, victim, *purge_options, "--config", str(cfg)),
+                             "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
+        assert result["maintenance"]["exit_code"] == 0, result["maintenance"]
+        assert bucket_stats(ceph_cluster, victim) is None  # the purge's own read-back said so too (exit 0)
+        return rc, result
+
+    return attempt
+
+
 def _purge_cmd(ceph_cluster, victim, *options):
     return " ".join([sys.executable, "-m", "rgwkeeper", "purge", victim, "--yes", *options,
                      "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
@@ -399,19 +418,8 @@ def test_verify_judges_a_paced_capped_purge_like_a_quiet_window(ceph_cluster, tm
     to the probe before it (writes at most 30% slower). Ingest under it must be judged as a quiet
     window is: this test is what the level's promise rests on. Measured on the dev cluster: PASS x8 (p99 +48% to +80%, purge 22-39 s for 400
     objects; INCONCLUSIVE x4 while the host's disk was busy, baseline p99 70-977 ms); the cap alone: PASS x7, INCONCLUSIVE x1 (+118%), FAIL x1 (+3598%, 3 slow seconds)."""
-    def attempt():
-        victim = f"{bucket_name[:36]}-p{uuid.uuid4().hex[:4]}"
-        _fill(ceph_cluster, victim, 400, 4096)
-        cfg = tmp_path / f"{victim}.toml"
-        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\n')
-        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
-                             _purge_cmd(ceph_cluster, victim, "--method", "s3", "--impact", "low",
-                                        "--config", str(cfg)),
-                             "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
-        assert result["maintenance"]["exit_code"] == 0, result["maintenance"]
-        return rc, result
-
-    rc, result = _judged_like_a_quiet_window(ceph_cluster, "paced capped purge", attempt)
+    rc, result = _judged_like_a_quiet_window(ceph_cluster, "paced capped purge", _purge_under_load(
+        ceph_cluster, tmp_path, bucket_name, 400, "--method", "s3", "--impact", "low"))
     assert rc == 0
     # The purge really ran inside the judged window, at its cap or slower (400 objects, 20/s).
     start, end = (e["t"] for e in result["events"] if e["kind"].startswith("maintenance-"))
@@ -422,20 +430,8 @@ def test_verify_judges_a_normal_impact_purge_like_a_quiet_window(ceph_cluster, t
     """`--impact normal` (the stock `bucket rm --purge-objects` inside rgwkeeper's plan and
     read-back) of a whole bucket during 40 PUT/s: what the level promises is ingest judged as a
     quiet window is, as `low` promises at 20 objects/s (docs/purge.md, "Impact levels")."""
-    def attempt():
-        victim = f"{bucket_name[:36]}-n{uuid.uuid4().hex[:4]}"
-        _fill(ceph_cluster, victim, 2000, 4096)
-        cfg = tmp_path / f"{victim}.toml"
-        cfg.write_text(f'[purge]\nstate_dir = "{tmp_path}/state"\n')
-        rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
-                             _purge_cmd(ceph_cluster, victim, "--impact", "normal", "--json", "--config", str(cfg)),
-                             "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
-        m = result["maintenance"]
-        assert m["exit_code"] == 0, m
-        assert bucket_stats(ceph_cluster, victim) is None  # the purge's own read-back said so too (exit 0)
-        return rc, result
-
-    rc, result = _judged_like_a_quiet_window(ceph_cluster, "normal-impact purge", attempt)
+    rc, result = _judged_like_a_quiet_window(ceph_cluster, "normal-impact purge", _purge_under_load(
+        ceph_cluster, tmp_path, bucket_name, 2000, "--impact", "normal"))
     assert rc == 0
     kinds = [e["kind"] for e in result["events"]]
     assert kinds[0] == "maintenance-start" and kinds[-1] == "maintenance-end", kinds
