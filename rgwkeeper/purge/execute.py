@@ -569,7 +569,8 @@ class PurgeExecutor:
     async def _while_polling(self, work: Awaitable[_T]) -> _T:
         """Run radosgw-admin work, showing progress from the bucket's object count meanwhile.
         The count comes from the admin API: a radosgw-admin process every poll cost ingest
-        more than the stock command it watched (docs/purge.md, "Impact levels")."""
+        more than the stock command it watched (docs/purge.md, "`--impact normal`, and a cap's
+        work spread finer")."""
         p = self.plan.profile
         task = asyncio.ensure_future(work)
         try:
