@@ -47,6 +47,7 @@ def _up(args: argparse.Namespace) -> int:
             "RGWKEEPER_TEST_CEPH_CONF": str(info.conf),
             "RGWKEEPER_TEST_KEYRING": str(info.keyring),
             "RGWKEEPER_TEST_RGW_ENDPOINT": info.rgw_endpoint,
+            "RGWKEEPER_TEST_RGW2_ENDPOINT": info.rgw2_endpoint,
             "RGWKEEPER_TEST_RGW_CREDENTIALS": str(info.credentials_file),
             **({"RGWKEEPER_TEST_TOOLS_DIR": str(info.tools_dir)} if info.tools_dir else {}),
         }

@@ -9,7 +9,7 @@ set -euo pipefail
 
 C=/cluster
 # shellcheck disable=SC1091
-source "$C/params.env"   # MON_PORT RGW_PORT NUM_OSDS FSID RGW_ADMIN_UID
+source "$C/params.env"   # MON_PORT RGW_PORT RGW2_PORT NUM_OSDS FSID RGW_ADMIN_UID
 mkdir -p "$C/state" "$C/log" "$C/data"
 exec >>"$C/log/bootstrap.log" 2>&1
 
@@ -160,9 +160,44 @@ rgw_record_death() {  # the log since this RGW started, the lines that say why, 
   } >"$out" 2>&1
   echo "$(date +%s) ${pid:-?} $out" >>"$C/state/rgw-died"
 }
+# The second RGW (client.rgw.gw2), on request only: state/rgw2-start starts it, state/rgw2-stop
+# stops it by its pid; each answers with rgw2-started / rgw2-stopped.
+rgw2_serve() {
+  local pid
+  if [[ -e "$C/state/rgw2-start" ]]; then
+    rm -f "$C/state/rgw2-start"
+    if ! rgw_pid_alive "$(cat "$C/state/rgw2.pid" 2>/dev/null)"; then
+      mkdir -p /var/lib/ceph/radosgw/ceph-rgw.gw2
+      ceph auth get-or-create client.rgw.gw2 mon 'allow rw' osd 'allow rwx' mgr 'allow rw' \
+        >/var/lib/ceph/radosgw/ceph-rgw.gw2/keyring
+      radosgw -f -n client.rgw.gw2 --keyring /var/lib/ceph/radosgw/ceph-rgw.gw2/keyring \
+        >>"$C/log/rgw2.out" 2>&1 &
+      echo "$!" >"$C/state/rgw2.pid"
+      echo "== $(date +%T) second rgw started (pid $!)"
+    fi
+    touch "$C/state/rgw2-started"
+  fi
+  if [[ -e "$C/state/rgw2-stop" ]]; then
+    rm -f "$C/state/rgw2-stop"
+    pid=$(cat "$C/state/rgw2.pid" 2>/dev/null)
+    if [[ -n "$pid" ]]; then
+      kill -TERM "$pid" 2>/dev/null
+      for _ in $(seq 1 300); do
+        rgw_pid_alive "$pid" || break
+        sleep 0.1
+      done
+      kill -KILL "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      rm -f "$C/state/rgw2.pid"
+      echo "== $(date +%T) second rgw stopped (pid $pid)"
+    fi
+    touch "$C/state/rgw2-stopped"
+  fi
+}
 deaths=0
 touch "$C/state/rgw.pid.started"
 while sleep 0.2; do
+  rgw2_serve
   if [[ ! -e "$C/state/rgw-restart" ]]; then
     rgw_pid_alive "$rgw_child" && continue
     pid=$rgw_child

@@ -26,7 +26,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import docker
 import docker.errors
@@ -155,6 +155,9 @@ class ClusterInfo:
     #: The Ceph release the cluster runs ("tentacle", "reef", "pacific"), as the test matrix
     #: names it; empty where not known.
     release: str = ""
+    #: Where a second RGW of the same zone answers while second_rgw() runs it; empty where the
+    #: cluster has none to start (an external cluster).
+    rgw2_endpoint: str = ""
 
     def env(self) -> dict[str, str]:
         """The environment for a subprocess that talks to this cluster (PATH for tools_dir)."""
@@ -202,16 +205,52 @@ def restart_rgw(info: ClusterInfo, *, down_s: float = 3.0, timeout: float = 120.
             raise HarnessError("rgw restart", f"RGW did not come back within {timeout:.0f} s",
                                info.log_dir / "bootstrap.log" if info.log_dir else None)
         time.sleep(0.2)
+    _wait_s3(info.rgw_endpoint, "rgw restart", deadline)
+
+
+def _wait_s3(endpoint: str, what: str, deadline: float) -> None:
+    """Until RGW answers S3 at ``endpoint`` (an error answer too)."""
     while True:
         try:
-            urllib.request.urlopen(info.rgw_endpoint, timeout=5).close()
+            urllib.request.urlopen(endpoint, timeout=5).close()
             return
         except urllib.error.HTTPError:
             return  # RGW answered (403 for an anonymous request is an answer)
         except OSError:
             if time.monotonic() > deadline:
-                raise HarnessError("rgw restart", f"S3 does not answer at {info.rgw_endpoint}") from None
+                raise HarnessError(what, f"S3 does not answer at {endpoint}") from None
             time.sleep(0.2)
+
+
+def _request_and_wait(info: ClusterInfo, what: str, request: str, done: str, timeout: float) -> float:
+    """Ask bootstrap.sh for ``request`` (a file in its state directory) and wait for ``done``;
+    the deadline left."""
+    state = control_dir(info)
+    if state is None or not info.rgw2_endpoint:
+        raise HarnessError(what, "only the harness's containerized cluster has a second RGW to start")
+    (state / done).unlink(missing_ok=True)
+    (state / request).write_text("1\n")
+    deadline = time.monotonic() + timeout
+    while not (state / done).exists():
+        if time.monotonic() > deadline:
+            raise HarnessError(what, f"no answer from the cluster within {timeout:.0f} s",
+                               info.log_dir / "bootstrap.log" if info.log_dir else None)
+        time.sleep(0.2)
+    return deadline
+
+
+@contextlib.contextmanager
+def second_rgw(info: ClusterInfo, *, timeout: float = 120.0) -> Iterator[str]:
+    """Run a second RGW of the cluster's zone (client.rgw.gw2, no GC or lifecycle threads) for a
+    block; yields its endpoint. bootstrap.sh starts it and stops it by its pid file."""
+    deadline = _request_and_wait(info, "second rgw start", "rgw2-start", "rgw2-started", timeout)
+    try:
+        _wait_s3(info.rgw2_endpoint, "second rgw start", deadline)
+        yield info.rgw2_endpoint
+    finally:
+        _request_and_wait(info, "second rgw stop", "rgw2-stop", "rgw2-stopped", timeout)
+
+
 
 
 def control_dir(info: ClusterInfo) -> Path | None:
@@ -258,6 +297,7 @@ def external_from_env() -> ClusterInfo | None:
         external=True,
         log_dir=keyring.parent / "log" if own else None,
         tools_dir=_tools_dir_from_env(),
+        rgw2_endpoint=os.environ.get("RGWKEEPER_TEST_RGW2_ENDPOINT", "") if own else "",
     )
 
 
@@ -352,15 +392,23 @@ class ContainerCluster:
         (cdir / "log").mkdir(parents=True, exist_ok=True)
         (cdir / "state").mkdir(parents=True, exist_ok=True)
         fsid = str(uuid.uuid4())
-        mon_port, rgw_port = _free_port(), _free_port()
-        while rgw_port == mon_port:
-            rgw_port = _free_port()
+        mon_port, rgw_port, rgw2_port = _free_port(), _free_port(), _free_port()
+        while len({mon_port, rgw_port, rgw2_port}) < 3:
+            rgw_port, rgw2_port = _free_port(), _free_port()
         sections = self.options.conf_sections()
         sections["global"] = {"fsid": fsid, "mon_host": f"v2:127.0.0.1:{mon_port}", **sections["global"]}
         sections["client.rgw.gw"]["rgw_frontends"] = f"beast endpoint=127.0.0.1:{rgw_port}"
+        # The second RGW (started on demand, second_rgw()) serves requests only, as operators run
+        # client-facing RGWs: GC and lifecycle stay with the first, so tests without it see one.
+        sections["client.rgw.gw2"] = {
+            "log_file": "/cluster/log/$cluster-$name.log",
+            "rgw_frontends": f"beast endpoint=127.0.0.1:{rgw2_port}",
+            "rgw_enable_gc_threads": "false",
+            "rgw_enable_lc_threads": "false",
+        }
         (cdir / "ceph.conf").write_text(render_conf(sections))
         (cdir / "params.env").write_text(
-            f"MON_PORT={mon_port}\nRGW_PORT={rgw_port}\nNUM_OSDS={self.options.num_osds}\n"
+            f"MON_PORT={mon_port}\nRGW_PORT={rgw_port}\nRGW2_PORT={rgw2_port}\nNUM_OSDS={self.options.num_osds}\n"
             f"FSID={fsid}\nRGW_ADMIN_UID={RGW_ADMIN_UID}\nFAIL_AT_STEP={self.options.fail_at_step}\n"
         )
         shutil.copyfile(BOOTSTRAP_SCRIPT, cdir / "bootstrap.sh")
@@ -421,6 +469,7 @@ class ContainerCluster:
 
         info = ClusterInfo(
             conf=host_conf, keyring=keyring, rgw_endpoint=f"http://127.0.0.1:{rgw_port}",
+            rgw2_endpoint=f"http://127.0.0.1:{rgw2_port}",
             credentials_file=creds, external=False, fsid=fsid, log_dir=cdir / "log",
             container_id=container.id,
             tools_dir=self._write_tools(container.id) if self.options.foreign_release else None,

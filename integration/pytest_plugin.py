@@ -44,6 +44,7 @@ import pytest
 from integration import image as image_mod
 from integration.cluster import ClusterInfo, ClusterOptions, ContainerCluster, control_dir, external_from_env
 from integration.cluster import restart_rgw as _restart_rgw
+from integration.cluster import second_rgw as _second_rgw
 from integration.errors import HarnessError
 
 _counter = itertools.count(1)
@@ -379,6 +380,15 @@ def restart_rgw(ceph_cluster: ClusterInfo) -> Callable[..., None]:
         _restart_rgw(ceph_cluster, down_s=down_s)
 
     return restart
+
+
+@pytest.fixture
+def second_rgw(ceph_cluster: ClusterInfo) -> Iterator[str]:
+    """A second RGW of the cluster's zone for the test (its endpoint), stopped after it."""
+    if control_dir(ceph_cluster) is None or not ceph_cluster.rgw2_endpoint:
+        pytest.skip("a second RGW needs the harness's containerized cluster, not an external one")
+    with _second_rgw(ceph_cluster) as endpoint:
+        yield endpoint
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

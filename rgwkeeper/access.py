@@ -4,7 +4,8 @@
 - ``--keyring`` (default: what ceph.conf names, else Ceph's default search path);
 - ``--name client.X`` or ``--id X`` for the cephx client (default ``client.admin``);
 - the RGW endpoint and the admin user's credentials from the rgwkeeper config file,
-  overridable with ``--rgw-endpoint`` and ``--rgw-credentials FILE``.
+  overridable with ``--rgw-endpoint`` (once per endpoint: several RGWs of one zone share the
+  requests) and ``--rgw-credentials FILE``.
 
 A credentials file is TOML with ``access_key`` and ``secret_key`` and must be mode 0600
 (no group or other bits) and owned by the user reading it. The secret is kept in a
@@ -19,7 +20,7 @@ import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from rgwkeeper.errors import CredentialsError, UsageError
@@ -47,6 +48,12 @@ class ClusterAccess:
     rgw_endpoint: str | None
     rgw_credentials_file: Path | None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    #: Further RGW endpoints of the same zone, after ``rgw_endpoint``: requests spread over all.
+    rgw_more_endpoints: tuple[str, ...] = ()
+
+    @property
+    def rgw_endpoints(self) -> tuple[str, ...]:
+        return (self.rgw_endpoint, *self.rgw_more_endpoints) if self.rgw_endpoint else ()
 
     def rgw_credentials(self) -> RgwCredentials:
         if self.rgw_credentials_file is None:
@@ -56,9 +63,12 @@ class ClusterAccess:
         return load_credentials(self.rgw_credentials_file)
 
     def require_rgw_endpoint(self) -> str:
+        return self.require_rgw_endpoints()[0]
+
+    def require_rgw_endpoints(self) -> tuple[str, ...]:
         if not self.rgw_endpoint:
             raise UsageError("no RGW endpoint: set rgw.endpoint in the config or pass --rgw-endpoint URL")
-        return self.rgw_endpoint
+        return self.rgw_endpoints
 
 
 def resolve(
@@ -67,7 +77,7 @@ def resolve(
     keyring: str | None = None,
     name: str | None = None,
     client_id: str | None = None,
-    rgw_endpoint: str | None = None,
+    rgw_endpoint: str | Sequence[str] | None = None,
     rgw_credentials: str | None = None,
     timeout_s: float | None = None,
     config_defaults: "ClusterDefaults | None" = None,
@@ -88,14 +98,13 @@ def resolve(
         check_readable(keyring_path, "keyring")
 
     creds = rgw_credentials or d.rgw_credentials_file
-    endpoint = rgw_endpoint or d.rgw_endpoint or None
-    if endpoint is not None:
-        check_endpoint(endpoint)
+    endpoints = check_endpoints(rgw_endpoint or d.rgw_endpoint or ())
     return ClusterAccess(
         conf=conf_path,
         keyring=keyring_path,
         client_name=client_name,
-        rgw_endpoint=endpoint,
+        rgw_endpoint=endpoints[0] if endpoints else None,
+        rgw_more_endpoints=endpoints[1:],
         rgw_credentials_file=Path(creds) if creds else None,
         timeout_s=timeout_s if timeout_s is not None else d.timeout_s,
     )
@@ -127,6 +136,31 @@ def check_endpoint(url: str) -> str:
     return url
 
 
+def endpoints_problem(urls: str | Sequence[str]) -> str | None:
+    """Why ``urls`` (one URL or several of one zone) are not RGW endpoints, or None."""
+    listed = [urls] if isinstance(urls, str) else list(urls)
+    for url in listed:
+        if not isinstance(url, str):
+            return f"RGW endpoint {url!r} is not a URL like http://rgw1:8080"
+        problem = endpoint_problem(url)
+        if problem:
+            return problem
+    seen: set[str] = set()
+    for url in listed:
+        same = url.rstrip("/")
+        if same in seen:
+            return f"RGW endpoint {url!r} is given twice; list each endpoint once"
+        seen.add(same)
+    return None
+
+
+def check_endpoints(urls: str | Sequence[str]) -> tuple[str, ...]:
+    problem = endpoints_problem(urls)
+    if problem:
+        raise UsageError(problem)
+    return (urls,) if isinstance(urls, str) else tuple(urls)
+
+
 @dataclass(frozen=True)
 class ClusterDefaults:
     """The ``[cluster]`` and ``[rgw]`` values of the config file that feed :func:`resolve`."""
@@ -134,7 +168,7 @@ class ClusterDefaults:
     conf: str | None = None
     keyring: str | None = None
     name: str | None = None
-    rgw_endpoint: str | None = None
+    rgw_endpoint: str | Sequence[str] | None = None
     rgw_credentials_file: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from rgwkeeper.access import ClusterDefaults, endpoint_problem, read_text
+from rgwkeeper.access import ClusterDefaults, endpoint_problem, endpoints_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
 from rgwkeeper.lifecycle import rule_problems
 from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap_ok
@@ -69,6 +69,11 @@ class RgwSection:
     """How to reach RGW."""
 
     endpoint: str | None = opt(None, "RGW S3/admin endpoint URL, e.g. http://rgw1:8080.")
+    endpoints: list[str] = opt(
+        [], "Several RGW endpoints of the same zone instead of one endpoint, e.g. "
+        "[\"http://rgw1:8080\", \"http://rgw2:8080\"]: each S3 and admin API request goes to the one with "
+        "the fewest requests in flight, and to the next if it cannot connect."
+    )
     credentials_file: str | None = opt(
         None, "TOML file with access_key and secret_key of a user with admin caps "
         "(buckets=*; users=read; usage=read; metadata=read). Must be mode 0600."
@@ -402,7 +407,7 @@ class Config:
     def cluster_defaults(self) -> ClusterDefaults:
         return ClusterDefaults(
             conf=self.cluster.conf, keyring=self.cluster.keyring, name=self.cluster.name,
-            rgw_endpoint=self.rgw.endpoint, rgw_credentials_file=self.rgw.credentials_file,
+            rgw_endpoint=self.rgw.endpoints or self.rgw.endpoint, rgw_credentials_file=self.rgw.credentials_file,
             timeout_s=self.cluster.timeout_s,
         )
 
@@ -509,6 +514,10 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     r = sections.get("rgw")
     if r is not None and r.endpoint is not None and endpoint_problem(r.endpoint):
         out.append(f"rgw.endpoint: {endpoint_problem(r.endpoint)}")
+    if r is not None and r.endpoints and endpoints_problem(r.endpoints):
+        out.append(f"rgw.endpoints: {endpoints_problem(r.endpoints)}")
+    if r is not None and r.endpoints and r.endpoint is not None:
+        out.append("rgw.endpoint and rgw.endpoints are both set: keep one (endpoints lists them all)")
     fl = sections.get("fill")
     if fl is not None and pu is not None and not fl.expire_impact and pu.impact == "normal":
         out.append("fill.expire_impact is empty, so the fill-triggered expiry would take purge.impact = 'normal', "

@@ -9,7 +9,7 @@ and passed to ``RGWAdmin.request``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -17,25 +17,38 @@ import rgwadmin
 import rgwadmin.exceptions as rgwexc
 
 from rgwkeeper.access import RgwCredentials
+from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
 
 AdminFactory = Callable[..., Any]
 
 
+def _refused(exc: BaseException) -> bool:
+    """The request never reached RGW (a timeout is not this: the request may have run)."""
+    return isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.Timeout)
+
+
 class AdminApi:
-    def __init__(self, endpoint: str, credentials: RgwCredentials, *, timeout_s: float,
+    """The admin API of one RGW endpoint, or of several of one zone (``endpoint`` a list): each
+    request goes to the least busy, and to the next one if it cannot connect."""
+
+    def __init__(self, endpoint: str | Sequence[str], credentials: RgwCredentials, *, timeout_s: float,
                  admin_entry: str = "admin", factory: AdminFactory = rgwadmin.RGWAdmin) -> None:
-        parts = urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(f"RGW endpoint {endpoint!r} is not an http(s) URL like http://rgw1:8080")
-        self.endpoint = endpoint
+        urls = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        clients = {}
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise UsageError(f"RGW endpoint {url!r} is not an http(s) URL like http://rgw1:8080")
+            clients[url] = factory(
+                access_key=credentials.access_key, secret_key=credentials.secret_key,
+                server=parts.netloc, secure=parts.scheme == "https", timeout=timeout_s,
+                pool_connections=True,
+            )
+        self.endpoints: Endpoints[Any] = Endpoints(clients)
+        self.endpoint = urls[0]
         self._entry = admin_entry
-        self._rgw = factory(
-            access_key=credentials.access_key, secret_key=credentials.secret_key,
-            server=parts.netloc, secure=parts.scheme == "https", timeout=timeout_s,
-            pool_connections=True,
-        )
         self.timeout_s = timeout_s
 
     def path(self, resource: str, params: dict[str, str]) -> str:
@@ -46,7 +59,7 @@ class AdminApi:
         path = self.path(resource, params)
         what = f"{method.upper()} {path}"
         try:
-            return self._rgw.request(method, path)
+            return self.endpoints.call(lambda rgw: rgw.request(method, path), refused=_refused)
         except (rgwexc.NoSuchBucket, rgwexc.NoSuchUser, rgwexc.NoSuchKey) as exc:
             raise NotFound(what, type(exc).__name__) from None
         except rgwexc.AccessDenied:
@@ -59,7 +72,9 @@ class AdminApi:
         except requests.Timeout:
             raise CephTimeout(what, f"no answer within {self.timeout_s:.0f} s") from None
         except requests.ConnectionError:
-            raise CephUnreachable(what, f"cannot connect to {self.endpoint}") from None
+            urls = self.endpoints.urls
+            raise CephUnreachable(what, f"cannot connect to {urls[0]}" if len(urls) == 1 else
+                                  f"cannot connect to any of {', '.join(urls)}") from None
 
     async def arequest(self, method: str, resource: str, params: dict[str, str]) -> Any:
         return await asyncio.to_thread(self.request, method, resource, params)

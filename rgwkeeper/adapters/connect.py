@@ -57,11 +57,11 @@ def open_adapters(access: ClusterAccess, *, rgw: str = IF_CONFIGURED, rados_work
     admin_api = s3 = None
     if rgw == REQUIRED or (rgw == IF_CONFIGURED and rgw_configured(access)):
         # Checked first, so a missing endpoint or credentials file is refused before connecting.
-        endpoint, creds = access.require_rgw_endpoint(), access.rgw_credentials()
-        from rgwkeeper.adapters.s3 import S3Adapter, make_client
+        endpoints, creds = access.require_rgw_endpoints(), access.rgw_credentials()
+        from rgwkeeper.adapters.s3 import make_s3
 
-        admin_api = AdminApi(endpoint, creds, timeout_s=access.timeout_s)
-        s3 = S3Adapter(make_client(endpoint, creds, timeout_s=access.timeout_s, max_pool=s3_pool))
+        admin_api = AdminApi(endpoints, creds, timeout_s=access.timeout_s)
+        s3 = make_s3(endpoints, creds, timeout_s=access.timeout_s, max_pool=s3_pool)
     rados = RadosAdapter(access, max_workers=rados_workers)
     if connect:
         rados.connect()

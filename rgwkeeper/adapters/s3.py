@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
 from rgwkeeper.access import RgwCredentials
+from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
 from rgwkeeper.names import validate_bucket, validate_prefix
+
+
+def make_s3(endpoints: Sequence[str], credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32) -> "S3Adapter":
+    """An S3Adapter over one or several endpoints of one zone (requests spread, failures moved)."""
+    return S3Adapter(Endpoints({url: make_client(url, credentials, timeout_s=timeout_s, max_pool=max_pool)
+                                for url in endpoints}))
 
 
 def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32) -> Any:
@@ -37,13 +44,25 @@ def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float,
     )
 
 
-class S3Adapter:
-    def __init__(self, client: Any) -> None:
-        self.client = client
+def _refused(exc: BaseException) -> bool:
+    """The request never reached RGW: it may go to another endpoint."""
+    return isinstance(exc, (EndpointConnectionError, ConnectTimeoutError))
 
-    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+
+class S3Adapter:
+    """S3 calls, to one boto3 client or spread over several endpoints' (an ``Endpoints``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.endpoints: Endpoints[Any] = client if isinstance(client, Endpoints) else Endpoints({"rgw": client})
+        self.client = self.endpoints.first()
+
+    def _call(self, what: str, fn: str | Callable[[Any], Any], **kwargs: Any) -> Any:
+        """``client.<fn>(**kwargs)`` (or ``fn(client)``) on one endpoint's client, errors mapped."""
+        def one(client: Any) -> Any:
+            return getattr(client, fn)(**kwargs) if isinstance(fn, str) else fn(client)
+
         try:
-            return fn(**kwargs)
+            return self.endpoints.call(one, refused=_refused)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "?")
             if code in ("NoSuchBucket", "NoSuchKey", "NoSuchLifecycleConfiguration", "404"):
@@ -52,18 +71,20 @@ class S3Adapter:
         except (ConnectTimeoutError, ReadTimeoutError):
             raise CephTimeout(what, "S3 request timed out") from None
         except EndpointConnectionError:
-            raise CephUnreachable(what, "cannot connect to the RGW endpoint") from None
+            n = len(self.endpoints.urls)
+            raise CephUnreachable(what, "cannot connect to the RGW endpoint" if n == 1 else
+                                  f"cannot connect to any of the {n} RGW endpoints") from None
         except BotoCoreError as exc:
             raise CephError(what, type(exc).__name__) from None
 
     def create_bucket(self, bucket: str) -> None:
         validate_bucket(bucket)
-        self._call(f"CreateBucket {bucket}", self.client.create_bucket, Bucket=bucket)
+        self._call(f"CreateBucket {bucket}", "create_bucket", Bucket=bucket)
 
     def bucket_exists(self, bucket: str) -> bool:
         validate_bucket(bucket)
         try:
-            self._call(f"HeadBucket {bucket}", self.client.head_bucket, Bucket=bucket)
+            self._call(f"HeadBucket {bucket}", "head_bucket", Bucket=bucket)
             return True
         except NotFound:
             return False
@@ -77,7 +98,7 @@ class S3Adapter:
         validate_bucket(bucket)
         try:
             out = self._call(f"GetBucketLifecycleConfiguration {bucket}",
-                             self.client.get_bucket_lifecycle_configuration, Bucket=bucket)
+                             "get_bucket_lifecycle_configuration", Bucket=bucket)
         except NotFound as exc:
             if exc.detail == "NoSuchLifecycleConfiguration":
                 return []
@@ -87,7 +108,7 @@ class S3Adapter:
     def put_lifecycle(self, bucket: str, rules: list[dict[str, Any]]) -> None:
         validate_bucket(bucket)
         self._call(f"PutBucketLifecycleConfiguration {bucket}",
-                   self.client.put_bucket_lifecycle_configuration,
+                   "put_bucket_lifecycle_configuration",
                    Bucket=bucket, LifecycleConfiguration={"Rules": rules})
 
     async def acreate_bucket(self, bucket: str) -> None:
@@ -104,7 +125,7 @@ class S3Adapter:
         if start_after:
             kwargs["StartAfter"] = start_after
         while True:
-            page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, **kwargs)
+            page = self._call(f"ListObjectsV2 {bucket}", "list_objects_v2", **kwargs)
             yield page.get("Contents", [])
             if not page.get("IsTruncated"):
                 return
@@ -126,7 +147,7 @@ class S3Adapter:
             if version_marker:
                 kwargs["VersionIdMarker"] = version_marker
         while True:
-            page = self._call(f"ListObjectVersions {bucket}", self.client.list_object_versions, **kwargs)
+            page = self._call(f"ListObjectVersions {bucket}", "list_object_versions", **kwargs)
             entries = [{**v, "DeleteMarker": False} for v in page.get("Versions", [])]
             entries += [{**m, "DeleteMarker": True} for m in page.get("DeleteMarkers", [])]
             if not page.get("IsTruncated"):
@@ -142,7 +163,7 @@ class S3Adapter:
         validate_bucket(bucket)
         if not 0 < len(objects) <= 1000:
             raise ValueError(f"DeleteObjects takes 1 to 1000 keys, got {len(objects)}")
-        out = self._call(f"DeleteObjects {bucket} ({len(objects)} keys)", self.client.delete_objects,
+        out = self._call(f"DeleteObjects {bucket} ({len(objects)} keys)", "delete_objects",
                          Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
         return out.get("Errors", [])
 
@@ -153,7 +174,7 @@ class S3Adapter:
         if prefix is not None:
             kwargs["Prefix"] = validate_prefix(prefix)
         while True:
-            page = self._call(f"ListMultipartUploads {bucket}", self.client.list_multipart_uploads, **kwargs)
+            page = self._call(f"ListMultipartUploads {bucket}", "list_multipart_uploads", **kwargs)
             yield from page.get("Uploads", [])
             if not page.get("IsTruncated"):
                 return
@@ -163,7 +184,7 @@ class S3Adapter:
     def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
         validate_bucket(bucket)
         try:
-            self._call(f"AbortMultipartUpload {bucket}", self.client.abort_multipart_upload,
+            self._call(f"AbortMultipartUpload {bucket}", "abort_multipart_upload",
                        Bucket=bucket, Key=key, UploadId=upload_id)
         except CephError as exc:
             if exc.detail != "NoSuchUpload":  # already aborted or completed: nothing to do
@@ -171,23 +192,23 @@ class S3Adapter:
 
     def delete_bucket(self, bucket: str) -> None:
         validate_bucket(bucket)
-        self._call(f"DeleteBucket {bucket}", self.client.delete_bucket, Bucket=bucket)
+        self._call(f"DeleteBucket {bucket}", "delete_bucket", Bucket=bucket)
 
     def delete_lifecycle(self, bucket: str) -> None:
         validate_bucket(bucket)
-        self._call(f"DeleteBucketLifecycle {bucket}", self.client.delete_bucket_lifecycle, Bucket=bucket)
+        self._call(f"DeleteBucketLifecycle {bucket}", "delete_bucket_lifecycle", Bucket=bucket)
 
     def versioning(self, bucket: str) -> str:
         """"Enabled", "Suspended", or "" if versioning was never turned on."""
         validate_bucket(bucket)
-        out = self._call(f"GetBucketVersioning {bucket}", self.client.get_bucket_versioning, Bucket=bucket)
+        out = self._call(f"GetBucketVersioning {bucket}", "get_bucket_versioning", Bucket=bucket)
         return out.get("Status", "")
 
     def get_object_tags(self, bucket: str, key: str) -> dict[str, str] | None:
         """The current version's tag set, or None if the key is gone."""
         validate_bucket(bucket)
         try:
-            out = self._call(f"GetObjectTagging {bucket}", self.client.get_object_tagging, Bucket=bucket, Key=key)
+            out = self._call(f"GetObjectTagging {bucket}", "get_object_tagging", Bucket=bucket, Key=key)
         except NotFound as exc:
             if exc.detail != "NoSuchKey":
                 raise  # NoSuchBucket is not "this key has no tags"
@@ -199,9 +220,9 @@ class S3Adapter:
         An error answer (404: no such bucket) carries RGW's clock too."""
         validate_bucket(bucket)
 
-        def head() -> Any:
+        def head(client: Any) -> Any:
             try:
-                return self.client.head_bucket(Bucket=bucket)
+                return client.head_bucket(Bucket=bucket)
             except ClientError as exc:
                 return exc.response
 
@@ -216,7 +237,7 @@ class S3Adapter:
                        max_keys: int = 1000) -> tuple[list[str], list[str], bool]:
         """One ListObjectsV2 page with a delimiter: (keys, common prefixes, truncated)."""
         validate_bucket(bucket)
-        page = self._call(f"ListObjectsV2 {bucket}", self.client.list_objects_v2, Bucket=bucket,
+        page = self._call(f"ListObjectsV2 {bucket}", "list_objects_v2", Bucket=bucket,
                           Prefix=validate_prefix(prefix), Delimiter=delimiter, MaxKeys=max_keys)
         return ([o["Key"] for o in page.get("Contents", [])], [c["Prefix"] for c in page.get("CommonPrefixes", [])],
                 bool(page.get("IsTruncated")))
@@ -225,6 +246,6 @@ class S3Adapter:
         validate_bucket(bucket)
         extra = {"VersionId": version_id} if version_id else {}
         try:
-            return self._call(f"HeadObject {bucket}", self.client.head_object, Bucket=bucket, Key=key, **extra)
+            return self._call(f"HeadObject {bucket}", "head_object", Bucket=bucket, Key=key, **extra)
         except NotFound:
             return None

@@ -26,7 +26,9 @@ def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-k", "--keyring", type=Text(), help="cephx keyring [default: the one ceph.conf names]"),
         click.option("-n", "--name", type=Text(), help="cephx client name, e.g. client.rgwkeeper [default: client.admin]"),
         click.option("-i", "--id", "client_id", type=Text(), help="cephx client id (the part after 'client.')"),
-        click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]"),
+        click.option("--rgw-endpoint", type=Text(), multiple=True,
+                     help="RGW endpoint URL; repeat it for several RGWs of one zone, which share the requests "
+                          "[default: rgw.endpoint(s) in the config]"),
         click.option("--rgw-credentials", type=Text(), help="file with access_key and secret_key, mode 0600 "
                                                "[default: rgw.credentials_file in the config]"),
         click.option("--timeout", type=FiniteFloat(1, 600), help="seconds per Ceph call, 1 to 600 [default: 10]"),
@@ -41,7 +43,7 @@ def load_access(kwargs: dict[str, Any]) -> tuple[config_mod.Config, ClusterAcces
     cfg = config_mod.load(kwargs.pop("config_path", None))
     access = resolve(
         conf=kwargs.pop("conf", None), keyring=kwargs.pop("keyring", None), name=kwargs.pop("name", None),
-        client_id=kwargs.pop("client_id", None), rgw_endpoint=kwargs.pop("rgw_endpoint", None),
+        client_id=kwargs.pop("client_id", None), rgw_endpoint=kwargs.pop("rgw_endpoint", None) or None,
         rgw_credentials=kwargs.pop("rgw_credentials", None), timeout_s=kwargs.pop("timeout", None),
         config_defaults=cfg.cluster_defaults(),
     )

@@ -272,6 +272,10 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
     detail = {k: v for k, v in c.items() if k not in ("objects_deleted", "bytes_deleted") and v}
     if detail:
         click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(detail.items())))
+    if len(report.rgw_endpoints) > 1:
+        click.echo("  RGW endpoints: " + "; ".join(
+            f"{e['endpoint']} {e['requests']:,} requests ({e['per_s'] or 0:,.1f}/s"
+            + (f", {e['failures']:,} could not connect)" if e["failures"] else ")") for e in report.rgw_endpoints))
     for check in report.checks:
         click.echo(f"  [{check.status}] {check.name}: {check.detail}")
 

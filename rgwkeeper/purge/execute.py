@@ -114,6 +114,8 @@ class PurgeReport:
     checks: list[Check] = field(default_factory=list)
     pacing: dict[str, Any] = field(default_factory=dict)
     step_s: dict[str, float] = field(default_factory=dict)  # seconds each step took in this run
+    #: This run's S3 requests per RGW endpoint: requests, failures to connect, requests/s.
+    rgw_endpoints: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -160,6 +162,7 @@ class PurgeExecutor:
                                  scan_max_objects=settings.verify_scan_max_objects)
         self.probe: Probe | None = None
         self.t0 = clock()
+        self._s3_counts = io.s3.endpoints.counts()
         self._space_free_at: float | None = None
         self._step_s: dict[str, float] = {}
 
@@ -271,7 +274,8 @@ class PurgeExecutor:
             method=self.plan.method, request=asdict(self.plan.request), resumed=self.state.resumed,
             counters=dict(self.counters), elapsed_s=round(end - self.t0, 3),
             space_free_s=round((self._space_free_at or end) - self.t0, 3), checks=checks,
-            pacing=self._pacing_report(), step_s=dict(self._step_s))
+            pacing=self._pacing_report(), step_s=dict(self._step_s),
+            rgw_endpoints=self.io.s3.endpoints.report(since=self._s3_counts, elapsed_s=end - self.t0))
         self.state.status = "done" if report.ok else "failed"
         if not report.ok:
             self.state.error = "; ".join(f"{c.name}: {c.detail}" for c in checks if c.status == "failed")[:500]

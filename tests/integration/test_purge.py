@@ -285,6 +285,29 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
     assert_nothing_left(ceph_cluster, marker)
 
 
+def purge_through_an_rgw_restart(cluster, tmp_path: Path, argv: list[str], bucket: str,
+                                 restart_rgw) -> tuple[int, str, str]:
+    """Run the purge ``argv``; once its checkpoint has a cursor (mid-listing), restart the
+    cluster's first RGW (down 3 s). Its exit code, stdout and stderr."""
+    err = tmp_path / "stderr"
+    with open(err, "w") as err_f:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, stdin=subprocess.DEVNULL, text=True,
+                                env=cluster.env())
+        try:
+            deadline = time.monotonic() + 120
+            while not any(json.loads(f.read_text() or "{}").get("cursor")
+                          for f in (tmp_path / "state").glob(f"{bucket}.*.json")):
+                assert proc.poll() is None and time.monotonic() < deadline, "no first page before the restart"
+                time.sleep(0.05)
+            restart_rgw(down_s=3)  # the purge is mid-listing: its next requests meet a closed port
+            out, _ = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+    return proc.returncode, out, err.read_text()
+
+
 @pytest.mark.parametrize("how", [["--method", "s3"], ["--method", "direct", "--max-rate", "200"]],
                          ids=["s3", "direct-capped"])
 def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_name, tmp_path, restart_rgw, how):
@@ -298,24 +321,8 @@ def test_purge_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_na
     argv = [sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), "--conf", str(ceph_cluster.conf),
             "--keyring", str(ceph_cluster.keyring), "--rgw-endpoint", ceph_cluster.rgw_endpoint,
             "--rgw-credentials", str(ceph_cluster.credentials_file), b, *how, "--yes", "--json"]
-    err = tmp_path / "stderr"
-    with open(err, "w") as err_f:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, stdin=subprocess.DEVNULL, text=True,
-                                env=ceph_cluster.env())
-        try:
-            deadline = time.monotonic() + 120
-            while not any(json.loads(f.read_text() or "{}").get("cursor")
-                          for f in (tmp_path / "state").glob(f"{b}.*.json")):
-                assert proc.poll() is None and time.monotonic() < deadline, "no first page before the restart"
-                time.sleep(0.05)
-            restart_rgw(down_s=3)  # the purge is mid-listing: its next requests meet a closed port
-            out, _ = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=30)
-    stderr = err.read_text()
-    assert proc.returncode == 0, stderr[-3000:]
+    rc, out, stderr = purge_through_an_rgw_restart(ceph_cluster, tmp_path, argv, b, restart_rgw)
+    assert rc == 0, stderr[-3000:]
     assert "purge retrying" in stderr, "the purge never met the restart"
     doc = json.loads(out)
     assert doc["ok"] and doc["resumed"] == 0 and doc["method"] == how[1], doc["checks"]

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
+from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephError, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
@@ -332,11 +333,15 @@ class FakeS3:
 
     def __init__(self, world: World) -> None:
         self.w = world
+        self.endpoints = Endpoints({"http://rgw:8080": None})  # counts requests as S3Adapter's does
 
     def _up(self, what: str) -> None:
-        if self.w.rgw_down_for > 0:
-            self.w.rgw_down_for -= 1
-            raise CephUnreachable(what, "cannot connect to the RGW endpoint")
+        def answer(_client: None) -> None:
+            if self.w.rgw_down_for > 0:
+                self.w.rgw_down_for -= 1
+                raise CephUnreachable(what, "cannot connect to the RGW endpoint")
+
+        self.endpoints.call(answer, refused=lambda exc: False)
 
     def _bucket(self, bucket: str, what: str) -> None:
         if bucket != self.w.bucket or not self.w.exists:

@@ -1166,3 +1166,26 @@ def test_the_drop_reads_its_count_check_through_the_admin_api_not_a_radosgw_admi
     drop = w.log[removed:w.log.index("radosgw-admin user stats --uid " + w.owner + " --sync-stats")]
     assert "admin API bucket stats" in drop
     assert not any(line.startswith("radosgw-admin bucket stats") for line in drop), drop
+
+
+def test_the_report_counts_this_runs_s3_requests_per_endpoint(tmp_path, capsys):
+    from rgwkeeper.cli.purge import _report
+
+    w = World()
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", method="s3"))
+    list(io.s3.iter_pages(w.bucket))  # a request before the run: not the run's
+    before = io.s3.endpoints.counts()["http://rgw:8080"][0]
+    report = run(p, io, cp)
+    after = io.s3.endpoints.counts()["http://rgw:8080"][0]
+    assert before > 0
+    [one] = report.rgw_endpoints
+    assert one["endpoint"] == "http://rgw:8080" and one["requests"] == after - before > 0
+    assert one["failures"] == 0 and one["per_s"] > 0
+    assert json.loads(json.dumps(report.to_dict()))["rgw_endpoints"] == [one]
+    _report(report, False, p)
+    assert "RGW endpoints" not in capsys.readouterr().out  # one endpoint: nothing to compare
+    report.rgw_endpoints = [{**one, "endpoint": "http://a:1", "failures": 3},
+                            {**one, "endpoint": "http://b:1", "requests": 7, "per_s": 1.5}]
+    _report(report, False, p)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "RGW endpoints" in x)
+    assert "http://a:1" in line and "3 could not connect" in line and "http://b:1 7 requests (1.5/s)" in line
