@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Mapping, TypeVar
 
 _C = TypeVar("_C")
 _T = TypeVar("_T")
@@ -100,6 +100,32 @@ class Endpoints(Generic[_C]):
                 self._done(url, refused=failed_to_connect)
         assert last is not None
         raise last
+
+    async def acall(self, fn: Callable[[_C], Awaitable[_T]], *, refused: Callable[[BaseException], bool],
+                    reached: Callable[[_T], bool] = lambda result: True) -> _T:
+        """:meth:`call` for a coroutine; a result ``reached`` says never got to RGW (a load
+        request reports that instead of raising) moves on too, and is returned if every
+        endpoint gave one."""
+        tried: set[str] = set()
+        outcome: tuple[_T] | BaseException | None = None
+        while (url := self._take(tried)) is not None:
+            tried.add(url)
+            moved = False
+            try:
+                result = await fn(self.clients[url])
+                moved, outcome = not reached(result), (result,)
+                if not moved:
+                    return result
+            except BaseException as exc:
+                if not refused(exc):
+                    raise
+                moved, outcome = True, exc
+            finally:
+                self._done(url, refused=moved)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None
+        return outcome[0]
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Requests and failures per endpoint so far (to report one run's share: ``report(since=)``)."""

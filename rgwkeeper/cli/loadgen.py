@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from rgwkeeper import config as config_mod
-from rgwkeeper.access import RgwCredentials, check_endpoint, load_credentials, read_text
+from rgwkeeper.access import RgwCredentials, check_endpoints, load_credentials, read_text
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.cli.render import endpoints_line
 from rgwkeeper.errors import UsageError
 from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.runner import Live, RunSpec, default_workers, run_load
@@ -100,17 +101,17 @@ def load_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _rgw(cfg: config_mod.Config, endpoint: str | None, credentials: str | None) -> tuple[str, RgwCredentials]:
-    endpoint = endpoint or cfg.rgw.endpoint
+def _rgw(cfg: config_mod.Config, endpoints: tuple[str, ...], credentials: str | None) -> tuple[tuple[str, ...], RgwCredentials]:
+    endpoints = endpoints or tuple(cfg.rgw.endpoints) or ((cfg.rgw.endpoint,) if cfg.rgw.endpoint else ())
     creds = credentials or cfg.rgw.credentials_file
-    if not endpoint:
+    if not endpoints:
         raise UsageError("no RGW endpoint: set rgw.endpoint in the config or pass --rgw-endpoint URL")
     if not creds:
         raise UsageError("no RGW credentials: set rgw.credentials_file in the config or pass --rgw-credentials FILE")
-    return check_endpoint(endpoint), load_credentials(Path(creds))
+    return check_endpoints(endpoints), load_credentials(Path(creds))
 
 
-def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: float | None) -> RunSpec:
+def _spec(cfg: config_mod.Config, endpoints: tuple[str, ...], o: dict[str, Any], duration_s: float | None) -> RunSpec:
     workers = o["workers"] or cfg.loadgen.workers or default_workers()
     workers = min(workers, o["concurrency"])
     mix = parse_mix(o["mix"])
@@ -120,7 +121,7 @@ def _spec(cfg: config_mod.Config, endpoint: str, o: dict[str, Any], duration_s: 
     workload = Workload(mix=mix, sizes=SizeDist.parse(o["size_text"]), seed=o["seed"],
                         bucket_prefix=o["bucket_prefix"], buckets=o["buckets"], prefixes=o["prefixes"],
                         objects_per_worker=objects, guard=max(8, per_worker_in_flight))
-    return RunSpec(endpoint=endpoint, workload=workload, rate=o["rate"], concurrency=o["concurrency"],
+    return RunSpec(endpoint=endpoints[0], more_endpoints=endpoints[1:], workload=workload, rate=o["rate"], concurrency=o["concurrency"],
                    workers=workers, duration_s=duration_s, request_timeout_s=cfg.loadgen.request_timeout_s,
                    region=o["region"], skip_prepare=o["skip_prepare"], keep=o["keep"])
 
@@ -223,6 +224,9 @@ def render_run(result: dict[str, Any], console: Console) -> None:
     if c["cpu_ms_per_request"] is not None:
         console.print(f"client CPU: {c['cpu_ms_per_request']:.3f} ms per request "
                       f"({c['worker_cpu_s'] + c['parent_cpu_s']:.2f} s for {c['requests']} requests)")
+    line = endpoints_line(result.get("rgw_endpoints", []))
+    if line:
+        console.print(line, highlight=False)
     for n in result["notes"]:
         console.print(f"note: {n}")
     for kind, path in result.get("files", {}).items():
@@ -248,18 +252,20 @@ def loadgen() -> None:
 @loadgen.command("run")
 @click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path), envvar="RGWKEEPER_CONFIG",
               help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]")
-@click.option("--rgw-endpoint", type=Text(), help="RGW endpoint URL [default: rgw.endpoint in the config]")
+@click.option("--rgw-endpoint", type=Text(), multiple=True,
+              help="RGW endpoint URL; repeat it for several RGWs of one zone, which share the load "
+                   "[default: rgw.endpoint(s) in the config]")
 @click.option("--rgw-credentials", type=Text(), help="file with access_key and secret_key, mode 0600 "
                                         "[default: rgw.credentials_file in the config]")
 @click.option("--duration", type=FiniteFloat(1, 86400), default=30, show_default=True,
               help="seconds of load after the start barrier")
 @load_options
-def run_cmd(config_path: Path | None, rgw_endpoint: str | None, rgw_credentials: str | None, duration: float,
+def run_cmd(config_path: Path | None, rgw_endpoint: tuple[str, ...], rgw_credentials: str | None, duration: float,
             **o: Any) -> None:
     """Put load on RGW and report ops/s and latency percentiles per operation."""
     cfg = config_mod.load(config_path)
-    endpoint, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
-    spec = _spec(cfg, endpoint, o, duration)
+    endpoints, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
+    spec = _spec(cfg, endpoints, o, duration)
     warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
     with progress_line(not o["no_progress"], duration) as progress:
         data = asyncio.run(run_load(spec, creds, progress=progress))
@@ -332,10 +338,10 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     if maintenance_cmd is not None and not argv:
         raise UsageError("--maintenance-cmd is empty")
     cfg, access = load_access(o)
-    endpoint = access.require_rgw_endpoint()
+    endpoints = access.require_rgw_endpoints()
     creds = access.rgw_credentials()
     warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
-    spec = _spec(cfg, endpoint, o, None)
+    spec = _spec(cfg, endpoints, o, None)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     o["out_path"] = o["out_path"] or Path(f"rgwkeeper-verify-{stamp}.json")
     o["plot_path"] = o["plot_path"] or Path(f"rgwkeeper-verify-{stamp}.png")

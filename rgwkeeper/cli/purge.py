@@ -19,7 +19,7 @@ from rgwkeeper import config as config_mod
 from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import human_duration
+from rgwkeeper.cli.render import endpoints_line, human_duration
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
@@ -272,10 +272,9 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
     detail = {k: v for k, v in c.items() if k not in ("objects_deleted", "bytes_deleted") and v}
     if detail:
         click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(detail.items())))
-    if len(report.rgw_endpoints) > 1:
-        click.echo("  RGW endpoints: " + "; ".join(
-            f"{e['endpoint']} {e['requests']:,} requests ({e['per_s'] or 0:,.1f}/s"
-            + (f", {e['failures']:,} could not connect)" if e["failures"] else ")") for e in report.rgw_endpoints))
+    line = endpoints_line(report.rgw_endpoints)
+    if line:
+        click.echo("  " + line)
     for check in report.checks:
         click.echo(f"  [{check.status}] {check.name}: {check.detail}")
 

@@ -296,3 +296,12 @@ def _buckets(snap: Snapshot, rows: int) -> Panel:
         t.add_row(name, f"{b.num_objects:,}", str(b.num_shards), f"{b.objects_per_shard:,}", pct(b.fill_ratio),
                   Text(b.fill_status, style=_FILL_STYLE[b.fill_status]), "yes" if b.in_reshard_queue else "")
     return Panel(t, title=title, title_align="left")
+
+
+def endpoints_line(ends: list[dict[str, Any]]) -> str | None:
+    """Each RGW endpoint's share of a run's requests, on one line; None for one endpoint."""
+    if len(ends) < 2:
+        return None
+    return "RGW endpoints: " + "; ".join(
+        f"{e['endpoint']} {e['requests']:,} requests ({e['per_s'] or 0:,.1f}/s"
+        + (f", {e['failures']:,} could not connect)" if e["failures"] else ")") for e in ends)

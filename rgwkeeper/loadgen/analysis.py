@@ -534,6 +534,19 @@ def build_result(rec: np.ndarray, *, stop_s: float, warmup_s: float, spec: dict[
     }
 
 
+def endpoint_rates(workers: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+    """Load-phase requests, connection failures and requests per second per RGW endpoint, all
+    workers added, in the order the endpoints were given."""
+    totals: dict[str, list[int]] = {}
+    for w in workers:
+        for url, (n, failed) in w.get("endpoints", {}).items():
+            t = totals.setdefault(url, [0, 0])
+            t[0] += n
+            t[1] += failed
+    return [{"endpoint": url, "requests": n, "failures": failed,
+             "per_s": round(n / duration_s, 1) if duration_s > 0 else None} for url, (n, failed) in totals.items()]
+
+
 def client_cpu(worker_cpu_s: float, parent_cpu_s: float, requests: int) -> dict[str, Any]:
     """The generator's own CPU while load ran (workers and the collecting parent)."""
     total = worker_cpu_s + parent_cpu_s

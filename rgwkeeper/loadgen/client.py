@@ -34,12 +34,13 @@ import hmac
 import ssl
 import time
 import xml.etree.ElementTree as ET
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import quote, urlsplit
 
 import httptools
 
 from rgwkeeper.access import RgwCredentials
+from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, UsageError
 
 #: Status recorded when the connection failed (refused, reset, closed mid-response).
@@ -177,7 +178,109 @@ class _Conn(asyncio.Protocol):
         self.used = True
 
 
-class S3Client:
+class S3Ops:
+    """The S3 operations, over ``_do`` (a load request: never raises) and ``_call`` (a setup
+    request: raises CephError), which :class:`S3Client` (one endpoint) and :class:`S3Clients`
+    (several) provide."""
+
+    async def _do(self, method: str, path: str, query: str = "",
+                  body: bytes | memoryview | None = None) -> tuple[int, int, int]:
+        raise NotImplementedError
+
+    async def _call(self, what: str, method: str, path: str, query: str = "", body: bytes | None = None,
+                    extra: str = "") -> tuple[int, bytes]:
+        raise NotImplementedError
+
+    # -- the load operations: never raise, return (status, headers_ns, bytes) -------------------
+    async def put_object(self, bucket: str, key: str, body: bytes | memoryview) -> tuple[int, int, int]:
+        status, t_headers, _ = await self._do("PUT", f"/{bucket}/{_enc(key, '-_.~/')}", body=body)
+        return status, t_headers, len(body)
+
+    async def get_object(self, bucket: str, key: str) -> tuple[int, int, int]:
+        return await self._do("GET", f"/{bucket}/{_enc(key, '-_.~/')}")
+
+    async def list_objects(self, bucket: str, prefix: str, max_keys: int = 100) -> tuple[int, int, int]:
+        query = canonical_query({"list-type": "2", "max-keys": str(max_keys), "prefix": prefix})
+        return await self._do("GET", f"/{bucket}", query)
+
+    async def delete_object(self, bucket: str, key: str) -> tuple[int, int, int]:
+        return await self._do("DELETE", f"/{bucket}/{_enc(key, '-_.~/')}")
+
+    # -- setup and cleanup: raise CephError ----------------------------------------------------
+    async def bucket_exists(self, bucket: str) -> bool:
+        status, body = await self._call(f"ListObjectsV2 {bucket}", "GET", f"/{bucket}",
+                                        canonical_query({"list-type": "2", "max-keys": "0"}))
+        if status == 200:
+            return True
+        if status == 404:
+            return False
+        raise CephError(f"ListObjectsV2 {bucket}", f"HTTP {status} {error_code(body)}")
+
+    async def create_bucket(self, bucket: str) -> None:
+        """Create ``bucket`` (RGW answers 200 when the caller already owns it)."""
+        status, body = await self._call(f"CreateBucket {bucket}", "PUT", f"/{bucket}", body=b"")
+        code = error_code(body)
+        if status != 200 and not (status == 409 and code == "BucketAlreadyOwnedByYou"):
+            raise CephError(f"CreateBucket {bucket}", f"HTTP {status} {code}")
+
+    async def create_bucket_if_missing(self, bucket: str) -> bool:
+        """Create ``bucket`` unless it exists; True if this call created it (so we may delete it)."""
+        if await self.bucket_exists(bucket):
+            return False
+        await self.create_bucket(bucket)
+        return True
+
+    async def delete_bucket(self, bucket: str) -> bool:
+        """Delete an empty bucket; False if it is not empty or already gone."""
+        status, body = await self._call(f"DeleteBucket {bucket}", "DELETE", f"/{bucket}")
+        if status in (200, 204):
+            return True
+        code = error_code(body)
+        if status in (404, 409) and code in ("NoSuchBucket", "BucketNotEmpty"):
+            return False
+        raise CephError(f"DeleteBucket {bucket}", f"HTTP {status} {code}")
+
+    async def delete_objects(self, bucket: str, keys: list[str]) -> int:
+        """DeleteObjects in one request (at most 1000 keys); returns how many failed."""
+        if not keys:
+            return 0
+        if len(keys) > 1000:
+            raise ValueError("DeleteObjects takes at most 1000 keys")
+        root = ET.Element("Delete")
+        ET.SubElement(root, "Quiet").text = "true"
+        for k in keys:
+            ET.SubElement(ET.SubElement(root, "Object"), "Key").text = k
+        body = ET.tostring(root)
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()  # noqa: S324 - S3 requires it
+        # No Content-Type: Tentacle 20.2.4 answers 403 AccessDenied to one that is not signed
+        # (measured; docs/testing.md, "Tentacle's image and keys"), and S3 does not need it.
+        status, answer = await self._call(f"DeleteObjects {bucket}", "POST", f"/{bucket}", "delete=", body,
+                                          f"Content-MD5: {md5}\r\n")
+        if status != 200:
+            raise CephError(f"DeleteObjects {bucket}", f"HTTP {status} {error_code(answer)}")
+        return sum(1 for _ in ET.fromstring(answer).iter(f"{_S3_NS}Error")) if answer else 0
+
+    async def list_keys(self, bucket: str, prefix: str = "") -> dict[str, tuple[int, str]]:
+        """Every key under ``prefix`` with its (size, ETag), page by page."""
+        out: dict[str, tuple[int, str]] = {}
+        token = None
+        while True:
+            params = {"list-type": "2", "max-keys": "1000", "prefix": prefix}
+            if token:
+                params["continuation-token"] = token
+            status, body = await self._call(f"ListObjectsV2 {bucket}", "GET", f"/{bucket}", canonical_query(params))
+            if status != 200:
+                raise CephError(f"ListObjectsV2 {bucket}", f"HTTP {status} {error_code(body)}")
+            root = ET.fromstring(body)
+            for c in root.iter(f"{_S3_NS}Contents"):
+                out[c.findtext(f"{_S3_NS}Key", "")] = (int(c.findtext(f"{_S3_NS}Size", "0")),
+                                                       c.findtext(f"{_S3_NS}ETag", "").strip('"'))
+            if root.findtext(f"{_S3_NS}IsTruncated") != "true":
+                return out
+            token = root.findtext(f"{_S3_NS}NextContinuationToken")
+
+
+class S3Client(S3Ops):
     """Keep-alive connections to one RGW endpoint. ``async with S3Client(...) as s3: ...``.
 
     ``connections`` is advisory: the client opens as many connections as requests are in
@@ -284,109 +387,72 @@ class S3Client:
             return status, conn
         raise AssertionError("unreachable")
 
-    # -- the load operations: never raise, return (status, headers_ns, bytes) -------------------
-    async def _do(self, method: str, path: str, query: str = "",
-                  body: bytes | memoryview | None = None) -> tuple[int, int, int]:
+    async def _send(self, method: str, path: str, query: str = "",
+                    body: bytes | memoryview | None = None) -> tuple[int, int, int, bool]:
+        """One load request: (status, headers_ns, bytes, whether a connection was made: False
+        means the request never reached RGW)."""
         status, conn = await self._exchange(method, path, query, body)
         if conn is None:
-            return status, self.clock(), 0
-        return status, conn.t_headers or self.clock(), conn.received
+            return status, self.clock(), 0, False
+        return status, conn.t_headers or self.clock(), conn.received, True
 
-    async def put_object(self, bucket: str, key: str, body: bytes | memoryview) -> tuple[int, int, int]:
-        status, t_headers, _ = await self._do("PUT", f"/{bucket}/{_enc(key, '-_.~/')}", body=body)
-        return status, t_headers, len(body)
+    async def _do(self, method: str, path: str, query: str = "",
+                  body: bytes | memoryview | None = None) -> tuple[int, int, int]:
+        status, t_headers, received, _ = await self._send(method, path, query, body)
+        return status, t_headers, received
 
-    async def get_object(self, bucket: str, key: str) -> tuple[int, int, int]:
-        return await self._do("GET", f"/{bucket}/{_enc(key, '-_.~/')}")
-
-    async def list_objects(self, bucket: str, prefix: str, max_keys: int = 100) -> tuple[int, int, int]:
-        query = canonical_query({"list-type": "2", "max-keys": str(max_keys), "prefix": prefix})
-        return await self._do("GET", f"/{bucket}", query)
-
-    async def delete_object(self, bucket: str, key: str) -> tuple[int, int, int]:
-        return await self._do("DELETE", f"/{bucket}/{_enc(key, '-_.~/')}")
-
-    # -- setup and cleanup: raise CephError ----------------------------------------------------
     async def _call(self, what: str, method: str, path: str, query: str = "", body: bytes | None = None,
                     extra: str = "") -> tuple[int, bytes]:
         status, conn = await self._exchange(method, path, query, body, extra, keep_body=True)
         if status == STATUS_TIMEOUT:
             raise CephTimeout(what, f"no answer within {self.timeout_s:.0f} s")
         if status == STATUS_CONNECTION_ERROR:
-            raise CephUnreachable(what, f"cannot reach {self.endpoint} (connection failed or closed)")
+            if conn is None:
+                raise NotConnected(what, f"cannot reach {self.endpoint} (connection failed)")
+            raise CephUnreachable(what, f"cannot reach {self.endpoint} (connection closed)")
         return status, b"".join(conn.body or []) if conn is not None else b""
 
-    async def bucket_exists(self, bucket: str) -> bool:
-        status, body = await self._call(f"ListObjectsV2 {bucket}", "GET", f"/{bucket}",
-                                        canonical_query({"list-type": "2", "max-keys": "0"}))
-        if status == 200:
-            return True
-        if status == 404:
-            return False
-        raise CephError(f"ListObjectsV2 {bucket}", f"HTTP {status} {error_code(body)}")
 
-    async def create_bucket(self, bucket: str) -> None:
-        """Create ``bucket`` (RGW answers 200 when the caller already owns it)."""
-        status, body = await self._call(f"CreateBucket {bucket}", "PUT", f"/{bucket}", body=b"")
-        code = error_code(body)
-        if status != 200 and not (status == 409 and code == "BucketAlreadyOwnedByYou"):
-            raise CephError(f"CreateBucket {bucket}", f"HTTP {status} {code}")
+class NotConnected(CephUnreachable):
+    """A setup request could not connect: it never reached RGW (another endpoint may take it)."""
 
-    async def create_bucket_if_missing(self, bucket: str) -> bool:
-        """Create ``bucket`` unless it exists; True if this call created it (so we may delete it)."""
-        if await self.bucket_exists(bucket):
-            return False
-        await self.create_bucket(bucket)
-        return True
 
-    async def delete_bucket(self, bucket: str) -> bool:
-        """Delete an empty bucket; False if it is not empty or already gone."""
-        status, body = await self._call(f"DeleteBucket {bucket}", "DELETE", f"/{bucket}")
-        if status in (200, 204):
-            return True
-        code = error_code(body)
-        if status in (404, 409) and code in ("NoSuchBucket", "BucketNotEmpty"):
-            return False
-        raise CephError(f"DeleteBucket {bucket}", f"HTTP {status} {code}")
+class S3Clients(S3Ops):
+    """Load spread over several RGW endpoints of one zone, one :class:`S3Client` each: a request
+    goes to the endpoint with the fewest in flight (ties take turns), and to the next one when it
+    could not connect. ``pool.counts()`` gives requests and connection failures per endpoint."""
 
-    async def delete_objects(self, bucket: str, keys: list[str]) -> int:
-        """DeleteObjects in one request (at most 1000 keys); returns how many failed."""
-        if not keys:
-            return 0
-        if len(keys) > 1000:
-            raise ValueError("DeleteObjects takes at most 1000 keys")
-        root = ET.Element("Delete")
-        ET.SubElement(root, "Quiet").text = "true"
-        for k in keys:
-            ET.SubElement(ET.SubElement(root, "Object"), "Key").text = k
-        body = ET.tostring(root)
-        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()  # noqa: S324 - S3 requires it
-        # No Content-Type: Tentacle 20.2.4 answers 403 AccessDenied to one that is not signed
-        # (measured; docs/testing.md, "Tentacle's image and keys"), and S3 does not need it.
-        status, answer = await self._call(f"DeleteObjects {bucket}", "POST", f"/{bucket}", "delete=", body,
-                                          f"Content-MD5: {md5}\r\n")
-        if status != 200:
-            raise CephError(f"DeleteObjects {bucket}", f"HTTP {status} {error_code(answer)}")
-        return sum(1 for _ in ET.fromstring(answer).iter(f"{_S3_NS}Error")) if answer else 0
+    def __init__(self, endpoints: Sequence[str], credentials: RgwCredentials, **kwargs: Any) -> None:
+        self.pool: Endpoints[S3Client] = Endpoints({url: S3Client(url, credentials, **kwargs) for url in endpoints})
+        self.endpoint = ", ".join(self.pool.urls)
 
-    async def list_keys(self, bucket: str, prefix: str = "") -> dict[str, tuple[int, str]]:
-        """Every key under ``prefix`` with its (size, ETag), page by page."""
-        out: dict[str, tuple[int, str]] = {}
-        token = None
-        while True:
-            params = {"list-type": "2", "max-keys": "1000", "prefix": prefix}
-            if token:
-                params["continuation-token"] = token
-            status, body = await self._call(f"ListObjectsV2 {bucket}", "GET", f"/{bucket}", canonical_query(params))
-            if status != 200:
-                raise CephError(f"ListObjectsV2 {bucket}", f"HTTP {status} {error_code(body)}")
-            root = ET.fromstring(body)
-            for c in root.iter(f"{_S3_NS}Contents"):
-                out[c.findtext(f"{_S3_NS}Key", "")] = (int(c.findtext(f"{_S3_NS}Size", "0")),
-                                                       c.findtext(f"{_S3_NS}ETag", "").strip('"'))
-            if root.findtext(f"{_S3_NS}IsTruncated") != "true":
-                return out
-            token = root.findtext(f"{_S3_NS}NextContinuationToken")
+    def __repr__(self) -> str:
+        return f"S3Clients({self.endpoint})"
+
+    async def __aenter__(self) -> "S3Clients":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for c in self.pool.clients.values():
+            await c.close()
+
+    async def _do(self, method: str, path: str, query: str = "",
+                  body: bytes | memoryview | None = None) -> tuple[int, int, int]:
+        status, t_headers, received, _ = await self.pool.acall(
+            lambda c: c._send(method, path, query, body), refused=_never, reached=lambda r: r[3])
+        return status, t_headers, received
+
+    async def _call(self, what: str, method: str, path: str, query: str = "", body: bytes | None = None,
+                    extra: str = "") -> tuple[int, bytes]:
+        return await self.pool.acall(lambda c: c._call(what, method, path, query, body, extra),
+                                     refused=lambda exc: isinstance(exc, NotConnected))
+
+
+def _never(exc: BaseException) -> bool:
+    return False
 
 
 def error_code(body: bytes) -> str:

@@ -47,7 +47,7 @@ import structlog
 
 from rgwkeeper.access import RgwCredentials
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperError, UsageError
-from rgwkeeper.loadgen.client import S3Client, is_ok
+from rgwkeeper.loadgen.client import S3Clients, S3Ops, is_ok
 from rgwkeeper.loadgen.client import run as run_loop
 from rgwkeeper.loadgen.workload import FIELDS, OP_CODES, TYPECODES, Request, Workload, WorkerPlan
 from rgwkeeper.units import check_number, check_text
@@ -82,6 +82,12 @@ class RunSpec:
     keep: bool = False
     prepare_concurrency: int = 16
     prepare_timeout_s: float = 600.0
+    #: Further RGW endpoints of the same zone: requests spread over all (the least busy first).
+    more_endpoints: tuple[str, ...] = ()
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        return (self.endpoint, *self.more_endpoints)
 
     def __post_init__(self) -> None:
         check_number(self.workers, "workers", lo=1, hi=256, integer=True)
@@ -258,8 +264,8 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
     plan = WorkerPlan(spec.workload, index)
     pool = memoryview(spec.workload.payload_pool())
     in_flight = spec.in_flight(index)
-    async with S3Client(spec.endpoint, credentials, region=spec.region, timeout_s=spec.request_timeout_s,
-                        connections=max(in_flight, spec.prepare_concurrency)) as s3:
+    async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s,
+                         connections=max(in_flight, spec.prepare_concurrency)) as s3:
 
         async def execute(req: Request) -> tuple[int, int, int]:
             if req.op == "PUT":
@@ -294,6 +300,7 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
 
         flush_task = asyncio.ensure_future(flusher())
         cpu0 = time.process_time()
+        counts0 = s3.pool.counts()
         try:
             issued = await drive(plan, execute, recorder, t0=t0, in_flight=in_flight,
                                  stop_at=lambda: stop_value.value or _NEVER, rate=spec.rate, worker=index,
@@ -302,7 +309,9 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
             cpu = time.process_time() - cpu0
             done.set()
             await flush_task
-        conn.send(Done(index, issued, cpu, plan.substituted))
+        counts = s3.pool.counts()
+        conn.send(Done(index, issued, cpu, plan.substituted,
+                       {url: [n - counts0[url][0], f - counts0[url][1]] for url, (n, f) in counts.items()}))
         cleanup_failed = 0 if spec.keep else await _cleanup(s3, plan.live_objects(),
                                                              max(1, CLEANUP_IN_FLIGHT // spec.workers))
         conn.send(Cleaned(index, len(plan.live_objects()), cleanup_failed))
@@ -325,7 +334,7 @@ async def _prepare(execute: Execute, requests: list[Request], concurrency: int) 
     return errors
 
 
-async def _cleanup(s3: S3Client, objects: list[Request], in_flight: int = CLEANUP_IN_FLIGHT, tries: int = 3,
+async def _cleanup(s3: S3Ops, objects: list[Request], in_flight: int = CLEANUP_IN_FLIGHT, tries: int = 3,
                    pause_s: float = 2.0) -> int:
     """DeleteObjects in batches of 1000, ``in_flight`` batches at once (several in flight are
     faster than one: docs/purge.md; the caller splits them between its workers). A batch that
@@ -449,7 +458,7 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
         raise UsageError("a run without a duration needs a controller to stop it")
     notes: list[str] = []
     buckets = spec.workload.bucket_names()
-    async with S3Client(spec.endpoint, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
+    async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
         created = [b for b in buckets if await s3.create_bucket_if_missing(b)]
 
     # fork when nothing else runs in this process (no thread can hold a lock the child would
@@ -513,8 +522,8 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
                 await asyncio.to_thread(p.join, 5)
         collector.stop()
         if created and not spec.keep:
-            async with S3Client(spec.endpoint, credentials, region=spec.region,
-                                timeout_s=spec.request_timeout_s) as s3:
+            async with S3Clients(spec.endpoints, credentials, region=spec.region,
+                                 timeout_s=spec.request_timeout_s) as s3:
                 for b in created:
                     if not await s3.delete_bucket(b):
                         notes.append(f"bucket {b} was not empty after cleanup; left in place")
@@ -571,6 +580,8 @@ class Done:
     requests: int
     cpu_s: float
     substituted: int
+    #: Load-phase requests and connection failures per RGW endpoint: {url: [requests, failures]}.
+    endpoints: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

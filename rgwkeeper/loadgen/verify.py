@@ -155,6 +155,7 @@ def result_of(data: RunData, warmup_s: float, windows: list[analysis.Window] | N
         events=[{"t": e.t, "kind": e.kind, "what": e.what, **({"detail": e.detail} if e.detail else {})}
                 for e in data.events],
         client_cpu=cpu, started_at=data.started_at, notes=data.notes, windows=windows)
+    result["rgw_endpoints"] = analysis.endpoint_rates(data.workers, data.stop_s)
     return result, analysis.series_from_json(result["series"]), rec
 
 

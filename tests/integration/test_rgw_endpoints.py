@@ -81,3 +81,36 @@ def test_no_endpoint_answering_is_one_line_and_changes_nothing(ceph_cluster, s3,
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"cannot connect to any of {one}, {two}" in lines[0] or "any of the 2 RGW endpoints" in lines[0], lines
     assert bucket_stats(ceph_cluster, b)["usage"]["rgw.main"]["num_objects"] == 20
+
+
+def test_load_over_two_rgws_uses_both_and_moves_to_the_second_while_the_first_restarts(ceph_cluster, bucket_name,
+                                                                                       restart_rgw, second_rgw):
+    import asyncio
+
+    from rgwkeeper.access import load_credentials
+    from rgwkeeper.loadgen import analysis
+    from rgwkeeper.loadgen.runner import RunSpec, run_load
+    from rgwkeeper.loadgen.workload import Workload, parse_mix
+
+    gw1 = ceph_cluster.rgw_endpoint
+    spec = RunSpec(endpoint=gw1, more_endpoints=(second_rgw,), rate=40, concurrency=8, workers=2, duration_s=16,
+                   workload=Workload(mix=parse_mix("PUT=100"), bucket_prefix=bucket_name, seed=5))
+
+    async def controller(handle):
+        await asyncio.sleep(4)  # then the first RGW stops for 3 s and starts again
+        await asyncio.to_thread(restart_rgw, 3)
+        handle.mark("restart", "first RGW restarted")
+
+    data = asyncio.run(run_load(spec, load_credentials(ceph_cluster.credentials_file), controller=controller))
+    rec = analysis.records_from_columns(data.columns, data.t0_ns)
+    assert len(rec) == 40 * 16  # the open-loop schedule does not bend
+    assert [e.kind for e in data.events] == ["restart"], "the restart ended after the load"
+    ends = {e["endpoint"]: e for e in analysis.endpoint_rates(data.workers, data.stop_s)}
+    assert list(ends) == [gw1, second_rgw]
+    assert ends[gw1]["requests"] > 0 and ends[second_rgw]["requests"] > 0, ends
+    assert ends[gw1]["failures"] >= 1, f"no request met the stopped RGW: {ends}"
+    assert ends[second_rgw]["failures"] == 0, ends
+    summary = analysis.summarize(rec, analysis.run_window(data.stop_s, 0.0))
+    # Only requests in flight on the first RGW when it stopped can fail (at most the 8 in flight):
+    # the rest went to the second one.
+    assert summary["errors"] <= spec.concurrency, summary

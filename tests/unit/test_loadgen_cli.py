@@ -143,3 +143,45 @@ def test_a_bad_endpoint_is_one_line_before_any_request(tmp_path, capsys, monkeyp
     rc, _, err = _run(["loadgen", "run", "--rgw-endpoint", endpoint, "--rgw-credentials", str(creds)], capsys)
     assert rc == 2 and err.count("\n") == 1 and "RGW endpoint" in err and "s3cr3t" not in err, err
     assert reached == []
+
+
+def test_several_endpoints_reach_the_run_and_a_repeated_one_is_refused(tmp_path, capsys, monkeypatch):
+    import rgwkeeper.cli.loadgen as loadgen_cli
+
+    specs = []
+
+    async def fake_run_load(spec, creds, **kw):
+        specs.append(spec)
+        raise loadgen_cli.UsageError("stop here")
+
+    monkeypatch.setattr(loadgen_cli, "run_load", fake_run_load)
+    monkeypatch.delenv("RGWKEEPER_CONFIG", raising=False)
+    creds = tmp_path / "creds"
+    creds.write_text('access_key = "a"\nsecret_key = "s3cr3t"\n')
+    creds.chmod(0o600)
+    a, b = "http://rgw1:8080", "http://rgw2:8080"
+    rc, _, err = _run(["loadgen", "run", "--rgw-endpoint", a, "--rgw-endpoint", b, "--rgw-credentials", str(creds),
+                       "--no-progress"], capsys)
+    assert rc == 2 and "stop here" in err
+    assert specs[0].endpoints == (a, b)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[rgw]\nendpoints = ["{a}", "{b}"]\n')
+    _run(["loadgen", "run", "--config", str(cfg), "--rgw-credentials", str(creds), "--no-progress"], capsys)
+    assert specs[1].endpoints == (a, b)
+    rc, _, err = _run(["loadgen", "run", "--rgw-endpoint", a, "--rgw-endpoint", a + "/", "--rgw-credentials",
+                       str(creds)], capsys)
+    assert rc == 2 and "given twice" in err and len(specs) == 2
+
+
+def test_each_endpoints_share_of_the_load_is_added_over_workers_and_shown_in_one_line():
+    from rgwkeeper.cli.render import endpoints_line
+    from rgwkeeper.loadgen import analysis
+
+    workers = [{"endpoints": {"http://a:1": [30, 1], "http://b:1": [50, 0]}},
+               {"endpoints": {"http://a:1": [20, 0], "http://b:1": [60, 0]}}]
+    ends = analysis.endpoint_rates(workers, 10.0)
+    assert ends == [{"endpoint": "http://a:1", "requests": 50, "failures": 1, "per_s": 5.0},
+                    {"endpoint": "http://b:1", "requests": 110, "failures": 0, "per_s": 11.0}]
+    assert endpoints_line(ends) == ("RGW endpoints: http://a:1 50 requests (5.0/s, 1 could not connect); "
+                                    "http://b:1 110 requests (11.0/s)")
+    assert endpoints_line(ends[:1]) is None

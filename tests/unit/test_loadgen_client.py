@@ -20,8 +20,8 @@ from botocore.credentials import Credentials
 
 from rgwkeeper.access import RgwCredentials
 from rgwkeeper.errors import CephError, CephUnreachable
-from rgwkeeper.loadgen.client import (STATUS_CONNECTION_ERROR, STATUS_TIMEOUT, S3Client, Signer, canonical_query,
-                                      error_code)
+from rgwkeeper.loadgen.client import (STATUS_CONNECTION_ERROR, STATUS_TIMEOUT, S3Client, S3Clients, Signer,
+                                      canonical_query, error_code)
 
 CREDS = RgwCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 WHEN = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
@@ -208,3 +208,57 @@ def test_delete_objects_sends_no_unsigned_content_type():
 
     assert asyncio.run(main()) == 0
     assert heads[0].startswith(b"POST /b?delete= HTTP/1.1\r\n") and b"Content-MD5: " in heads[0]
+
+
+# -- several endpoints ----------------------------------------------------------------------------
+
+def _closed_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_load_over_several_endpoints_moves_requests_that_could_not_connect():
+    async def main():
+        stand_in, server, url = await _serve([OK_EMPTY] * 4)
+        closed = _closed_url()
+        async with server, S3Clients([closed, url], CREDS) as s3:
+            got = [await s3.put_object("b", f"k{i}", b"x" * 10) for i in range(4)]
+            return stand_in, got, s3.pool.report(), closed, url
+
+    stand_in, got, report, closed, url = asyncio.run(main())
+    assert [g[0] for g in got] == [200] * 4  # every request answered by the endpoint that listens
+    assert len(stand_in.heads) == 4
+    by = {e["endpoint"]: e for e in report}
+    assert by[closed]["failures"] == by[closed]["requests"] >= 1  # tried, refused, left out
+    assert by[url]["requests"] == 4 and by[url]["failures"] == 0
+
+
+def test_a_load_request_that_reached_an_rgw_is_not_sent_again_elsewhere():
+    async def main():
+        one, server1, url1 = await _serve([b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"] * 2)
+        two, server2, url2 = await _serve([b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"] * 2)
+        async with server1, server2, S3Clients([url1, url2], CREDS) as s3:
+            got = [await s3.get_object("b", "k") for _ in range(2)]
+        return got, len(one.heads), len(two.heads)
+
+    got, n1, n2 = asyncio.run(main())
+    assert [g[0] for g in got] == [503, 503]  # recorded as the answer it was
+    assert (n1, n2) == (1, 1)  # one request each (turns), none repeated
+
+
+def test_every_endpoint_refusing_is_a_connection_error_for_load_and_one_error_for_setup():
+    async def main():
+        a, b = _closed_url(), _closed_url()
+        async with S3Clients([a, b], CREDS) as s3:
+            load = await s3.get_object("b", "k")
+            with pytest.raises(CephUnreachable, match="cannot reach") as exc:
+                await s3.bucket_exists("b")
+        return load, s3.pool.report(), str(exc.value)
+
+    load, report, err = asyncio.run(main())
+    assert load[0] == STATUS_CONNECTION_ERROR
+    assert [e["failures"] for e in report] == [2, 2]
+    assert CREDS.secret_key not in err

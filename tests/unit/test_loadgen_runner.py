@@ -159,8 +159,8 @@ def test_the_collector_tells_a_worker_that_finished_from_one_that_died():
         collector.join(0.01)
     collector.stop()
     assert collector.failure == "worker 1 exited unexpectedly"
-    assert collector.done == [{"worker": 0, "requests": 1, "cpu_s": 0.0, "substituted": 0},
-                              {"worker": 1, "requests": 1, "cpu_s": 0.0, "substituted": 0}]
+    assert collector.done == [{"worker": 0, "requests": 1, "cpu_s": 0.0, "substituted": 0, "endpoints": {}},
+                              {"worker": 1, "requests": 1, "cpu_s": 0.0, "substituted": 0, "endpoints": {}}]
     assert collector.cleaned == [{"worker": 0, "objects": 0, "failed": 0}]
     w2.close()
 
