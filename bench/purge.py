@@ -8,6 +8,8 @@ multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
 - ``admin-purge``: ``radosgw-admin bucket rm --purge-objects``;
 - ``admin-purge-bypass-gc``: the same with ``--bypass-gc`` (unsafe with copies: tracker 73348);
 - ``rgwkeeper``: ``rgwkeeper purge``'s automatic choice, through its Python API, plan included;
+- ``rgwkeeper-index``: the same with ``purge.direct_listing = "index"`` (the direct method lists
+  the index shards with librados instead of ListObjectsV2);
 - ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
   and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
 
@@ -116,13 +118,13 @@ class Bench:
         self.admin("bucket", "rm", "--bucket", bucket, "--purge-objects", *(["--bypass-gc"] if bypass else []))
         return time.monotonic()
 
-    def rgwkeeper(self, bucket: str) -> dict[str, Any]:
+    def rgwkeeper(self, bucket: str, listing: str = "s3") -> dict[str, Any]:
         from rgwkeeper import config as config_mod
         from rgwkeeper import purge as purge_api
         from rgwkeeper.access import ClusterAccess
         from rgwkeeper.purge.plan import PurgeRequest
 
-        cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state")}})
+        cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state"), "direct_listing": listing}})
         access = ClusterAccess(conf=self.info.conf, keyring=self.info.keyring, client_name="client.admin",
                                rgw_endpoint=self.info.rgw_endpoint, rgw_credentials_file=self.info.credentials_file,
                                timeout_s=30)
@@ -176,8 +178,8 @@ class Bench:
         rados_objects = self.rados_ls(marker + "_")
         row: dict[str, Any] = {"method": method, "objects": len(sizes), "rados_objects": rados_objects, "load": load}
         t0 = time.monotonic()
-        if method == "rgwkeeper":
-            out = self.rgwkeeper(bucket)
+        if method in ("rgwkeeper", "rgwkeeper-index"):
+            out = self.rgwkeeper(bucket, "index" if method == "rgwkeeper-index" else "s3")
             row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
                        chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"])
         else:

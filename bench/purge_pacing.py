@@ -15,6 +15,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   ``purge.rados_ops_in_flight = N`` (librados operations in flight on the direct path);
 - ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
   seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
+- any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
+  bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
   stock ``bucket rm --purge-objects`` inside rgwkeeper's plan and read-back; ``--method`` not passed);
 - ``stock-rm`` or ``stock-rm:N``: ``radosgw-admin bucket rm --purge-objects`` (with
@@ -34,7 +36,8 @@ verdicts, the median p99 change and the median purge rate.
 
     .venv/bin/python -m bench.purge_pacing [--method s3|direct|auto] [--objects 4000] [--rate 40]
         [--target-ms 20] [--increase 0.3] [--max-rate 20] [--repeat 2]
-        [--modes unpaced,paced,quiet,cap:150,cap:150:1,low,normal,stock-rm:4,stock-s3] [--verify-config F] [--plot F]
+        [--modes unpaced,paced,quiet,cap:150,cap:150:1,cap:450@index,low,normal,stock-rm:4,stock-s3]
+        [--verify-config F] [--plot F]
 
 Boots the containerized Ceph unless RGWKEEPER_TEST_CEPH_CONF & co name a cluster.
 """
@@ -87,9 +90,20 @@ def _cluster_flags(info: Any) -> list[str]:
 MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3")
 
 
+RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
+
+
+def listing_of(text: str) -> tuple[str, str]:
+    """``cap:450@index`` -> ("cap:450", "index"); without ``@``, the listing is "s3"."""
+    base, _, listing = text.partition("@")
+    if listing and (listing != "index" or base.split(":")[0] not in RGWKEEPER_MODES):
+        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index")
+    return base, listing or "s3"
+
+
 def parse_mode(text: str) -> tuple[str, list[float]]:
     """``cap:150:0.1`` -> ("cap", [150.0, 0.1]); an unknown mode or a bad number is a usage error."""
-    kind, *params = text.split(":")
+    kind, *params = listing_of(text)[0].split(":")
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
     wants = {"cap": (1, 2), "stock-rm": (0, 1), "unpaced": (0, 1)}.get(kind, (0, 0))
@@ -117,13 +131,14 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.s3_one_batch", "--endpoint",
                                                  info.rgw_endpoint, "--credentials", str(info.credentials_file),
                                                  victim])]
-    purge_cfg = workdir / f"purge-{mode.replace(':', '_')}-{n}.toml"
+    purge_cfg = workdir / f"purge-{mode.replace(':', '_').replace('@', '_')}-{n}.toml"
     pace_ms = args.target_ms if kind == "paced" else 0.0
     increase = args.increase if kind == "paced" else 0.0
     cap = args.max_rate if kind == "paced" else numbers[0] if kind == "cap" else 0.0
     request_s = numbers[1] if kind == "cap" and len(numbers) > 1 else 0.1
     in_flight = f"rados_ops_in_flight = {int(numbers[0])}\n" if kind == "unpaced" and numbers else ""
-    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}' + (
+    listing = f'direct_listing = "{listing_of(mode)[1]}"\n'
+    purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}{listing}' + (
         "" if kind in ("low", "normal") else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
         f"max_objects_per_second = {cap}\ncap_request_s = {request_s}\n"))

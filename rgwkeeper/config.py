@@ -277,6 +277,12 @@ class PurgeSection:
         "steady deletes; not for prefix purges or expiry) or 'max' (no cap, no pacing). Empty: "
         "max_objects_per_second and the pace_* keys as given; setting both is refused. `--impact` overrides it.",
         empty_ok=True, choices=("", "low", "normal", "max"))
+    direct_listing: str = opt(
+        "s3", "How the direct method lists a bucket: 's3' (ListObjectsV2 through RGW, one ordered listing) or "
+        "'index' (the bucket's index shards read with librados, 4 shards at once; RGW is not asked). Either "
+        "way, before the drop the index's own count must equal the heads removed, or the purge sweeps through "
+        "S3 and stops if they still differ (docs/purge.md, \"Listing by index shard\").",
+        choices=("s3", "index"))
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",

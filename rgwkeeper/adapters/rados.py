@@ -496,6 +496,34 @@ class BulkObjects:
 
         return await self._call(f"list {prefix}*", run, self.rados.access.timeout_s * (2 + max_scanned / 2000))
 
+    async def omap_page(self, oid: str, after: str, max_entries: int, *,
+                        prefix: str = "") -> tuple[list[tuple[str, bytes]], int, bool]:
+        """Up to ``max_entries`` omap entries of ``oid`` after the key ``after`` (and starting with
+        ``prefix``, if given): (the entries whose
+        key python-rados can decode, how many it could not, whether more may follow).
+        python-rados decodes keys as strict UTF-8: a key it cannot decode (cls_rgw's special index
+        entries start with byte 0x80) is counted and skipped, and the listing goes on past it."""
+        def run() -> tuple[list[tuple[str, bytes]], int, bool]:
+            import rados as rados_mod
+
+            out: list[tuple[str, bytes]] = []
+            undecodable = 0
+            with rados_mod.ReadOpCtx() as op:
+                it, _ = self._ioctx(False).get_omap_vals(op, after, prefix, max_entries)
+                self._ioctx(False).operate_read_op(op, oid)
+                while True:
+                    try:
+                        key, value = next(it)
+                    except StopIteration:
+                        break
+                    except UnicodeDecodeError:  # the iterator moved past that key before decoding it
+                        undecodable += 1
+                        continue
+                    out.append((key, value or b""))
+            return out, undecodable, len(out) + undecodable >= max_entries
+
+        return await self._call(f"{oid} omap list", run, self.rados.access.timeout_s + 2)
+
     async def get_xattr(self, oid: str, name: str, *, locator: str = "") -> bytes | None:
         """One xattr of an object; None if the object or the xattr does not exist."""
         def run() -> bytes | None:

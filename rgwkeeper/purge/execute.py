@@ -35,7 +35,7 @@ from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
-from rgwkeeper.purge.lister import Entry, Lister
+from rgwkeeper.purge.lister import Entry, IndexLister, Lister
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
@@ -71,6 +71,9 @@ class PurgeIO:
     admin_api: AdminApi
 
 
+DIRECT_LISTINGS = ("s3", "index")
+
+
 @dataclass(frozen=True)
 class Settings:
     """From ``[purge]`` in the config."""
@@ -86,13 +89,17 @@ class Settings:
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
     cap_request_s: float = CAP_REQUEST_S  # the cap's work per request (pacing.RateCap)
     full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
+    direct_listing: str = "s3"  # "index": the direct method lists the index shards with librados
 
     def __post_init__(self) -> None:
         # For callers of the Python API (the config's bounds hold these already): a NaN wait or
         # retry time passes every comparison.
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None:
+            if f.name == "direct_listing":
+                if value not in DIRECT_LISTINGS:
+                    raise UsageError(f"direct_listing must be one of {', '.join(DIRECT_LISTINGS)}, got {value!r}")
+            elif value is not None:
                 check_number(value, f.name, lo=0, hi=MAX_DURATION_S if f.name.endswith("_s") else None)
 
     @property
@@ -152,6 +159,8 @@ class PurgeExecutor:
         self.retry = Retry(settings.rgw_retry_s, self.time, before_retry=self._stop_if_full)
         self.threads = Threads(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2, self.retry)
         self.lister = Lister(io.s3, p.bucket, self.threads, page_size=self._page_size)
+        self.index_lister = IndexLister(io.bulk(p.index_pool), p.index_shards, self.threads,
+                                        page_size=self._page_size) if settings.direct_listing == "index" else None
         self.s3_deleter = S3Deleter(io.s3, p.bucket, self.threads, self.ledger, self.cap)
         self._data = io.bulk(p.data_pool) if p.data_pool else None
         self.heads = None if self._data is None else HeadDeleter(
@@ -354,9 +363,14 @@ class PurgeExecutor:
         # Head work of up to 3 pages overlaps (one stats while another removes).
         page_slots = asyncio.Semaphore(3)
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
+        cursor = self.state.cursor if not sweep else {}
+        lister: Lister | IndexLister = self.lister
+        if (self.index_lister is not None and step.strategy == "direct" and not step.versions and not sweep
+                and IndexLister.fresh(cursor, len(self.index_lister.shards))):
+            lister = self.index_lister  # the sweep lists through S3: another path to the same keys
         try:
-            async for entries, resume_at in self.lister.pages(step.scope, self.state.cursor if not sweep else {},
-                                                              versions=step.versions, filtered=step.recheck):
+            async for entries, resume_at in lister.pages(step.scope, cursor, versions=step.versions,
+                                                         filtered=step.recheck):
                 entries = [e for e in entries if step.scope.matches(e)]
                 tasks = []
                 if step.strategy == "direct":

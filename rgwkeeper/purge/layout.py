@@ -31,6 +31,12 @@ def head_oid(marker: str, key: str) -> tuple[str, str]:
     return f"{marker}_{key}", ""
 
 
+def index_name(key: str) -> str:
+    """The bucket index's name for a plain key (or a prefix of keys): rgw_obj_key::get_index_key_name
+    writes one that starts with ``_`` as ``__<key>``."""
+    return f"_{key}" if key.startswith("_") else key
+
+
 def bucket_prefix(marker: str) -> str:
     """Every RADOS object of the bucket's data starts with this (markers contain no '_')."""
     return f"{marker}_"
@@ -61,36 +67,101 @@ class Refcount:
     retired: tuple[str, ...]  # tags that dropped theirs
 
 
+class _Reader:
+    """Ceph's little-endian encoding, read from ``blob``; a short or bad blob is a ValueError
+    naming ``what``."""
+
+    def __init__(self, blob: bytes, what: str) -> None:
+        self.blob, self.what, self.off = blob, what, 0
+
+    def take(self, n: int) -> bytes:
+        raw = self.blob[self.off:self.off + n]
+        if len(raw) != n:
+            raise ValueError(f"{self.what} is truncated")
+        self.off += n
+        return raw
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self.take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def string(self) -> str:
+        return self.take(self.u32()).decode("utf-8", errors="surrogateescape")
+
+    def start(self) -> tuple[int, int]:
+        """ENCODE_START's header: (struct_v, the offset where the struct ends)."""
+        version, _compat, length = self.u8(), self.u8(), self.u32()
+        end = self.off + length
+        if end > len(self.blob):
+            raise ValueError(f"{self.what} is truncated")
+        return version, end
+
+
 def parse_refcount(blob: bytes) -> Refcount:
     """Decode cls_refcount's ``obj_refcount`` xattr: ENCODE_START(2, 1) header, then
     map<string, bool> refs, then (v2) set<string> retired_refs."""
-    def u32(off: int) -> tuple[int, int]:
-        return struct.unpack_from("<I", blob, off)[0], off + 4
-
-    def string(off: int) -> tuple[str, int]:
-        n, off = u32(off)
-        raw = blob[off:off + n]
-        if len(raw) != n:
-            raise ValueError("refcount xattr is truncated")
-        return raw.decode("utf-8", errors="replace").rstrip("\x00"), off + n
-
+    r = _Reader(blob, "refcount xattr")
     try:
-        version = blob[0]
-        off = 6  # struct_v, struct_compat, u32 length
-        count, off = u32(off)
+        version, _ = r.start()
         refs = []
-        for _ in range(count):
-            tag, off = string(off)
-            live = blob[off]
-            off += 1
-            if live:
+        for _ in range(r.u32()):
+            tag = r.string().rstrip("\x00")
+            if r.u8():
                 refs.append(tag)
         retired = []
-        if version >= 2 and off < len(blob):
-            count, off = u32(off)
-            for _ in range(count):
-                tag, off = string(off)
-                retired.append(tag)
-    except (IndexError, struct.error) as exc:
+        if version >= 2 and r.off < len(blob):
+            retired = [r.string().rstrip("\x00") for _ in range(r.u32())]
+    except (ValueError, struct.error) as exc:
         raise ValueError(f"refcount xattr cannot be decoded: {exc}") from None
     return Refcount(tuple(refs), tuple(retired))
+
+
+#: rgw_bucket_dir_entry_meta's category of an incomplete upload's meta entry (RGWObjCategory::MultiMeta).
+CATEGORY_MULTIMETA = 3
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One entry of a bucket index shard (cls_rgw's rgw_bucket_dir_entry), the fields a purge needs."""
+
+    name: str  # the index name: an S3 key, escaped or namespaced (see s3_key)
+    exists: bool  # False: a write in progress or a deletion not yet completed
+    category: int
+    size: int
+    mtime_s: float
+    etag: str
+
+    @property
+    def s3_key(self) -> str | None:
+        """The S3 key of a plain object, or None for a namespaced entry (an upload's meta object,
+        ``_multipart_...``). rgw_obj_key::get_index_key_name writes a key that starts with ``_``
+        as ``__<key>`` and a namespaced one as ``_<ns>_<name>``."""
+        if not self.name.startswith("_"):
+            return self.name
+        return self.name[1:] if self.name.startswith("__") else None
+
+
+def parse_dir_entry(blob: bytes) -> IndexEntry:
+    """Decode the value of a plain bucket index entry: rgw_bucket_dir_entry's ENCODE_START header,
+    then key.name, ver.epoch (u64), exists (u8) and meta (its own header, then category u8, size
+    u64, mtime as u32 seconds and u32 nanoseconds, etag); the fields after those (pending_map,
+    locator, ver, tag, instance, flags, ...) are not needed. The order has not changed since
+    Firefly's struct_v 3 (cls/rgw/cls_rgw_types.h), and the fixtures of every release check it."""
+    r = _Reader(blob, "bucket index entry")
+    try:
+        _, _ = r.start()
+        name = r.string()
+        r.u64()
+        exists = r.u8() != 0
+        _, _ = r.start()
+        category, size = r.u8(), r.u64()
+        sec, nsec = r.u32(), r.u32()
+        etag = r.string()
+    except (ValueError, struct.error) as exc:
+        raise ValueError(f"bucket index entry cannot be decoded: {exc}") from None
+    return IndexEntry(name=name, exists=exists, category=category, size=size, mtime_s=sec + nsec / 1e9, etag=etag)

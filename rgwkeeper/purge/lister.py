@@ -1,14 +1,18 @@
-"""The lister: a bucket's keys (or versions) and incomplete uploads, page by page, each page
-with where a listing resumes after it; the next page is fetched while the caller works."""
+"""The listers: a bucket's keys (or versions) and incomplete uploads, page by page, each page
+with where a listing resumes after it; the next page is fetched while the caller works. The
+Lister asks RGW (S3); the IndexLister reads the bucket's index shards with librados."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any, AsyncIterator, Callable, Mapping
 
+from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
+from rgwkeeper.purge.layout import CATEGORY_MULTIMETA, index_name, parse_dir_entry
 from rgwkeeper.purge.plan import Scope
-from rgwkeeper.purge.runtime import Threads
+from rgwkeeper.purge.runtime import PurgeFailed, Threads
 
 Entry = dict[str, Any]  # one listed key or version: Key, Size, LastModified, ETag, VersionId...
 Cursor = dict[str, Any]  # {"start_after": key} or {"key_marker", "version_marker"} or {"end": True}
@@ -95,3 +99,83 @@ class Lister:
                     if cutoff is None or u["Initiated"].timestamp() < cutoff]
 
         return await self.threads.call("ListMultipartUploads", listing)
+
+
+#: Index shards listed at once by an IndexLister.
+SHARDS_AT_ONCE = 4
+#: A key after every index key python-rados cannot decode: cls_rgw's special entries start with
+#: byte 0x80, and "\u0080" is b"\xc2\x80" in UTF-8 (layout.py, parse_dir_entry).
+AFTER_SPECIAL = "\u0080"
+
+
+class IndexLister:
+    """Listings of one bucket by its index shards, read with librados (RGW is not asked), several
+    shards at once. A page is one shard's next entries; its cursor holds every shard's position
+    after the pages handed out so far (``{"shards": [after, ...]}``, None for a finished shard), so
+    a checkpoint of the cursor of the last page done resumes every shard where it stood.
+
+    Only plain entries of objects that exist become listing entries (Key, Size, ETag,
+    LastModified): writes in progress, an upload's meta entry and cls_rgw's special entries
+    (versions, the bucket log) are skipped; a purge sweeps through S3 afterwards."""
+
+    def __init__(self, index: BulkObjects, shards: list[str], threads: Threads, *,
+                 page_size: Callable[[bool], int] = lambda filtered: 1000) -> None:
+        self.index = index
+        self.shards = shards
+        self.threads = threads
+        self.page_size = page_size
+
+    @staticmethod
+    def fresh(cursor: Mapping[str, Any], shards: int) -> bool:
+        """Whether ``cursor`` is one this lister can resume from (not an S3 listing's)."""
+        return not cursor or len(cursor.get("shards") or []) == shards
+
+    async def pages(self, scope: Scope, cursor: Mapping[str, Any], *, versions: bool = False,
+                    filtered: bool = False) -> AsyncIterator[tuple[list[Entry], Cursor]]:
+        if versions:
+            raise ValueError("an index listing has no versions; list them through S3")
+        at: list[str | None] = list(cursor.get("shards") or [""] * len(self.shards))
+        if len(at) != len(self.shards):
+            raise ValueError(f"cursor has {len(at)} shards, the bucket {len(self.shards)}")
+        prefix = index_name(scope.prefix) if scope.prefix else ""
+        size = self.page_size(filtered)
+
+        async def fetch(i: int, after: str) -> tuple[int, list[Entry], str | None]:
+            # The OSD starts a prefix listing at the prefix itself when it comes after ``after``.
+            rows, undecodable, more = await self.threads.retry.call(
+                "list index", lambda: self.index.omap_page(self.shards[i], after, size, prefix=prefix))
+            entries, last = [], after
+            for key, value in rows:
+                last = key
+                e = parse_dir_entry(value)
+                # A versioned instance's key is "<name>\0v<n>\0i<instance>": python-rados reads keys as C
+                # strings, so it shows "<name>"; the entry's own name tells them apart.
+                if e.name == key and e.exists and e.s3_key is not None and e.category != CATEGORY_MULTIMETA:
+                    entries.append({"Key": e.s3_key, "Size": e.size, "ETag": e.etag,
+                                    "LastModified": datetime.datetime.fromtimestamp(e.mtime_s, datetime.timezone.utc)})
+            if undecodable and last < AFTER_SPECIAL:
+                last = AFTER_SPECIAL
+            if more and last <= after:
+                raise PurgeFailed(f"list index {self.shards[i]}", f"the listing does not move on after {after!r}: "
+                                  "its keys cannot be read whole through python-rados; use direct_listing = 's3'")
+            return i, entries, last if more else None
+
+        waiting = [i for i, a in enumerate(at) if a is not None]
+        running: dict[asyncio.Future[Any], int] = {}
+        try:
+            while waiting or running:
+                while waiting and len(running) < SHARDS_AT_ONCE:
+                    i = waiting.pop(0)
+                    running[asyncio.ensure_future(fetch(i, at[i] or ""))] = i
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    del running[fut]
+                    i, entries, after = fut.result()
+                    at[i] = after
+                    if after is not None:
+                        waiting.append(i)
+                    yield [e for e in entries if scope.matches(e)], {"shards": list(at)}
+        finally:
+            for fut in running:
+                fut.cancel()
+            await asyncio.gather(*running, return_exceptions=True)

@@ -18,6 +18,7 @@ import errno
 import json
 import struct
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -27,7 +28,7 @@ from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephError, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
-from rgwkeeper.purge.layout import head_oid
+from rgwkeeper.purge.layout import head_oid, index_name
 from tests.unit.fakes import UnexpectedCall, load_fixture
 
 DATA = "default.rgw.buckets.data"
@@ -123,6 +124,25 @@ class World:
         self.lc_fault: BaseException | None = None
         self.lc_block: Any = None
         self.rm_block: Any = None  # an asyncio.Event: bucket rm waits for it (a long-running rm)
+        self.extra_omap: dict[bytes, bytes] = {}  # index entries besides the listed keys' (raw key -> value)
+
+    def index_omap(self, shard: int, shards: int) -> dict[bytes, bytes]:
+        """The omap of index shard ``shard`` of ``shards``: every listed key whose name hashes there
+        (crc32 here, not RGW's hash), each upload's meta entry, and a bucket-log entry (0x80 key)."""
+        if not self.exists:
+            return {}
+        out: dict[bytes, bytes] = {}
+        for key, e in self.index.items():
+            name = index_name(key)
+            if zlib.crc32(name.encode()) % shards == shard:
+                out[name.encode()] = encode_dir_entry(name, e["Size"], e["LastModified"].timestamp(), e["ETag"])
+        for u in self.uploads:
+            name = f"_multipart_{u['Key']}.{u['UploadId']}.meta"
+            if zlib.crc32(name.encode()) % shards == shard:
+                out[name.encode()] = encode_dir_entry(name, 0, u["Initiated"].timestamp(), "", category=3)
+        out[b"\x800_00000000001.1.2"] = b"\x02\x01\x00\x00\x00\x00"  # a bucket log entry
+        out.update({k: v for k, v in self.extra_omap.items() if zlib.crc32(k) % shards == shard})
+        return out
 
     def as_release(self, name: str, version: str) -> "World":
         """The same cluster reporting another release (``versions``), e.g. to exercise code paths
@@ -527,6 +547,24 @@ class FakeBulk:
             self.w.index.clear()
         return [0] * len(objs)
 
+    async def omap_page(self, oid: str, after: str, max_entries: int, *,
+                        prefix: str = "") -> tuple[list[tuple[str, bytes]], int, bool]:
+        """An index shard's omap as python-rados reads it (adapters/rados.py, omap_page): the world's
+        index entries (each in the shard its name hashes to here), an incomplete upload's meta entry
+        and a special entry (key b"\x800_...", undecodable) in every shard; sorted bytewise."""
+        self.windows.append(max_entries)
+        if self.pool != INDEX:
+            raise UnexpectedCall(f"omap listing of {self.pool}/{oid}")
+        shards = sorted(o for o in self.w.pools[INDEX] if o.startswith(f".dir.{self.w.bucket_id}"))
+        if oid not in shards:
+            raise CephError(f"{INDEX}/{oid} omap list", "No such file or directory", ret=-errno.ENOENT)
+        omap = self.w.index_omap(shards.index(oid), len(shards))
+        rows = sorted((k, v) for k, v in omap.items() if k > after.encode() and k.startswith(prefix.encode()))
+        page = rows[:max_entries]
+        # python-rados reads a key as a C string: a versioned instance's "<name>\0v<n>\0i<id>" shows as "<name>".
+        out = [(k.split(b"\0")[0].decode(), v) for k, v in page if k[:1] != b"\x80"]
+        return out, len(page) - len(out), len(rows) > max_entries
+
     async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
         objs = self.w.pools[self.pool]
         if len(objs) > max_scanned:
@@ -640,6 +678,28 @@ class FakeRados:
         if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_max_chunk_size":
             raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
         raise UnexpectedCall(f"unexpected mon command {cmd}")
+
+
+def encode_dir_entry(name: str, size: int, mtime_s: float, etag: str, *, exists: bool = True,
+                     category: int = 1) -> bytes:
+    """An index entry's value as cls_rgw encodes it (rgw_bucket_dir_entry v8, its meta v7), with the
+    fields a listing does not need empty; the captured entries of every release decode the same way
+    (test_index_listing.py)."""
+    def string(text: str) -> bytes:
+        raw = text.encode()
+        return struct.pack("<I", len(raw)) + raw
+
+    def framed(version: int, compat: int, body: bytes) -> bytes:
+        return struct.pack("<BBI", version, compat, len(body)) + body
+
+    sec = int(mtime_s)
+    meta = framed(7, 3, struct.pack("<BQII", category, size, sec, int(round((mtime_s - sec) * 1e9)) % 10**9)
+                  + string(etag) + string("owner") + string("Owner") + string("") + struct.pack("<Q", size)
+                  + string("") + string("") + b"\x00")
+    body = (string(name) + struct.pack("<Q", 1) + bytes([exists]) + meta + struct.pack("<I", 0) + string("")
+            + framed(1, 1, b"\x00\x01") + b"\x01" + string("tag") + string("") + struct.pack("<H", 0)
+            + struct.pack("<Q", 0))
+    return framed(8, 3, body)
 
 
 def purge_io(world: World, tmp_path: Path) -> tuple[PurgeIO, dict[str, FakeBulk]]:

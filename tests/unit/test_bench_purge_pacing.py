@@ -16,6 +16,16 @@ def test_modes_parse_to_their_kind_and_numbers():
     assert parse_mode("quiet") == ("quiet", []) and parse_mode("low") == ("low", [])
     assert parse_mode("unpaced:32") == ("unpaced", [32.0])
     assert parse_mode("normal") == ("normal", [])
+    assert parse_mode("cap:450@index") == ("cap", [450.0])
+
+
+def test_at_index_lists_the_index_for_rgwkeeper_modes_only(tmp_path):
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
+    for mode, listing in (("cap:450@index", "index"), ("cap:450", "s3"), ("unpaced@index", "index")):
+        argv = shlex.split(_maintenance(info, tmp_path, mode, "victim", args, 0)[1])
+        assert f'direct_listing = "{listing}"' in Path(argv[argv.index("--config") + 1]).read_text(), mode
 
 
 def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
@@ -31,7 +41,8 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["cap", "cap:nan", "cap:inf", "cap:-1", "cap:0", "cap:1:2:3", "cap:x", "bogus",
-                                 "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", ""])
+                                 "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", "",
+                                 "normal@index", "stock-rm@index", "cap:1@s3", "cap:1@index@index"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)

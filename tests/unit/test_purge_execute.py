@@ -79,19 +79,24 @@ def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_p
     assert list(report.step_s) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
 
 
+def crash_after_pages(n: int):
+    """A progress callback that interrupts the purge after its ``n``-th page of deletes was done."""
+    pages = []
+
+    def crash(progress):
+        if progress.step == "delete_objects":
+            pages.append(progress.objects_done)
+            if len(pages) == n:
+                raise KeyboardInterrupt  # what SIGINT or a kill looks like to the checkpoint
+
+    return crash
+
+
 def test_a_killed_purge_resumes_after_its_last_finished_page(tmp_path):
     w = World(page_size=4, extra_plain=30)
     p, io, cp, _ = make(w, tmp_path)
-    pages = []
-
-    def crash_after_three_pages(progress):
-        if progress.step == "delete_objects":
-            pages.append(progress.objects_done)
-            if len(pages) == 3:
-                raise KeyboardInterrupt  # what SIGINT or a kill looks like to the checkpoint
-
     with pytest.raises(KeyboardInterrupt):
-        run(p, io, cp, on_progress=crash_after_three_pages)
+        run(p, io, cp, on_progress=crash_after_pages(3))
     saved = cp.load()
     assert saved.status == "running" and saved.plan["steps"][saved.step]["kind"] == "delete_objects"
     after = saved.cursor["start_after"]
