@@ -262,7 +262,8 @@ def test_dry_run_changes_nothing(ceph_cluster, s3, bucket_name, tmp_path):
 @pytest.mark.parametrize("method, config", [
     ("s3", "s3_batches_in_flight = 1\nlist_page_size = 100\ncheckpoint_interval = 0\n"),
     ("direct", "rados_ops_in_flight = 1\nlist_page_size = 100\ncheckpoint_interval = 0\n"),
-], ids=["s3", "direct"])
+    ("direct", 'rados_ops_in_flight = 1\nlist_page_size = 20\ncheckpoint_interval = 0\ndirect_listing = "index"\n'),
+], ids=["s3", "direct", "direct-index"])
 @pytest.mark.releases("tentacle", "reef", "pacific")
 def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, tmp_path, method, config):
     b = bucket_name
@@ -280,7 +281,9 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
     proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=240)
     assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
-    assert json.loads(cp_file.read_text())["cursor"], "killed after a checkpoint with a cursor"
+    cursor = json.loads(cp_file.read_text())["cursor"]
+    assert cursor, "killed after a checkpoint with a cursor"
+    assert ("shards" in cursor) == ("index" in config), cursor  # the index listing's own cursor
     stats = bucket_stats(ceph_cluster, b)
     assert stats is not None and stats["usage"].get("rgw.main", {}).get("num_objects", 0) > 0  # really interrupted
 
