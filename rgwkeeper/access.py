@@ -145,9 +145,10 @@ def endpoints_problem(urls: str | Sequence[str]) -> str | None:
         problem = endpoint_problem(url)
         if problem:
             return problem
-    seen: set[str] = set()
+    seen: set[tuple[str, str, int]] = set()
     for url in listed:
-        same = url.rstrip("/")
+        parts = urlsplit(url)
+        same = (parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80))
         if same in seen:
             return f"RGW endpoint {url!r} is given twice; list each endpoint once"
         seen.add(same)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import urlencode, urlsplit
 
 import requests
+import urllib3.exceptions
 import rgwadmin
 import rgwadmin.exceptions as rgwexc
 
@@ -25,8 +26,15 @@ AdminFactory = Callable[..., Any]
 
 
 def _refused(exc: BaseException) -> bool:
-    """The request never reached RGW (a timeout is not this: the request may have run)."""
-    return isinstance(exc, requests.ConnectionError) and not isinstance(exc, requests.Timeout)
+    """The request never reached RGW: no connection was made (refused, unreachable, or none within
+    the timeout). A connection reset after the request went out, or a read timeout, is not this:
+    the request may have run."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.ConnectionError) or isinstance(exc, requests.Timeout):
+        return False
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None  # urllib3's MaxRetryError
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
 class AdminApi:

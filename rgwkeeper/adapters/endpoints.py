@@ -4,7 +4,8 @@ next endpoint, and an endpoint that refused is left out for a while (2 s, doubli
 it keeps refusing). Per endpoint: requests, connection failures, and the rate since the start.
 
 Only a failure to *connect* moves a request: the request never reached that RGW. A timeout or
-an answer (an error too) is the caller's to handle; the request may have run.
+an answer (an error too) is the caller's to handle; the request may have run. An endpoint is
+back in as soon as a request sent to it after it was put out gets an answer.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class EndpointState:
     in_flight: int = 0
     down_until: float = 0.0
     down_s: float = 0.0  # how long the last refusal put it out (0: it answers)
+    #: Bumped each time the endpoint is put out. A request's outcome changes the state only if no
+    #: other put it out since the request was sent: refusals at the same moment put it out once
+    #: (not 2 s doubled eight times), and a request sent before an outage that answers after it
+    #: does not bring the endpoint back.
+    epoch: int = 0
 
 
 class Endpoints(Generic[_C]):
@@ -50,7 +56,7 @@ class Endpoints(Generic[_C]):
     def first(self) -> _C:
         return next(iter(self.clients.values()))
 
-    def _take(self, tried: set[str]) -> str | None:
+    def _take(self, tried: set[str]) -> tuple[str, int] | None:
         with self._lock:
             now = self.clock()
             left = [u for u in self.clients if u not in tried]
@@ -68,17 +74,21 @@ class Endpoints(Generic[_C]):
             s = self.state[url]
             s.in_flight += 1
             s.requests += 1
-            return url
+            return url, s.epoch
 
-    def _done(self, url: str, *, refused: bool) -> None:
+    def _done(self, url: str, epoch: int, outcome: str) -> None:
+        """``outcome``: "ok" (answered), "refused" (could not connect) or "other" (a timeout, an
+        error after connecting, a cancellation: says nothing about the endpoint being up)."""
         with self._lock:
             s = self.state[url]
             s.in_flight -= 1
-            if refused:
+            if outcome == "refused":
                 s.failures += 1
-                s.down_s = min(MAX_DOWN_S, s.down_s * 2) if s.down_s else FIRST_DOWN_S
-                s.down_until = self.clock() + s.down_s
-            elif s.down_s:
+                if epoch == s.epoch:
+                    s.down_s = min(MAX_DOWN_S, s.down_s * 2) if s.down_s else FIRST_DOWN_S
+                    s.down_until = self.clock() + s.down_s
+                    s.epoch += 1
+            elif outcome == "ok" and s.down_s and epoch == s.epoch:
                 s.down_s = 0.0
                 s.down_until = 0.0
 
@@ -87,17 +97,20 @@ class Endpoints(Generic[_C]):
         to connect, on the next one. The last such exception is raised when every endpoint refused."""
         tried: set[str] = set()
         last: BaseException | None = None
-        while (url := self._take(tried)) is not None:
+        while (taken := self._take(tried)) is not None:
+            url, epoch = taken
             tried.add(url)
-            failed_to_connect = False
+            outcome = "other"
             try:
-                return fn(self.clients[url])
+                result = fn(self.clients[url])
+                outcome = "ok"
+                return result
             except BaseException as exc:
                 if not refused(exc):
                     raise
-                failed_to_connect, last = True, exc
+                outcome, last = "refused", exc
             finally:
-                self._done(url, refused=failed_to_connect)
+                self._done(url, epoch, outcome)
         assert last is not None
         raise last
 
@@ -107,25 +120,27 @@ class Endpoints(Generic[_C]):
         request reports that instead of raising) moves on too, and is returned if every
         endpoint gave one."""
         tried: set[str] = set()
-        outcome: tuple[_T] | BaseException | None = None
-        while (url := self._take(tried)) is not None:
+        outcome_of_all: tuple[_T] | BaseException | None = None
+        while (taken := self._take(tried)) is not None:
+            url, epoch = taken
             tried.add(url)
-            moved = False
+            outcome = "other"
             try:
                 result = await fn(self.clients[url])
-                moved, outcome = not reached(result), (result,)
-                if not moved:
+                outcome = "ok" if reached(result) else "refused"
+                if outcome == "ok":
                     return result
+                outcome_of_all = (result,)
             except BaseException as exc:
                 if not refused(exc):
                     raise
-                moved, outcome = True, exc
+                outcome, outcome_of_all = "refused", exc
             finally:
-                self._done(url, refused=moved)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        assert outcome is not None
-        return outcome[0]
+                self._done(url, epoch, outcome)
+        if isinstance(outcome_of_all, BaseException):
+            raise outcome_of_all
+        assert outcome_of_all is not None
+        return outcome_of_all[0]
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Requests and failures per endpoint so far (to report one run's share: ``report(since=)``)."""

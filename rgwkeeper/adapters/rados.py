@@ -497,17 +497,16 @@ class BulkObjects:
         return await self._call(f"list {prefix}*", run, self.rados.access.timeout_s * (2 + max_scanned / 2000))
 
     async def omap_page(self, oid: str, after: str, max_entries: int, *,
-                        prefix: str = "") -> tuple[list[tuple[str, bytes]], int, bool]:
+                        prefix: str = "") -> list[tuple[str | None, bytes]]:
         """Up to ``max_entries`` omap entries of ``oid`` after the key ``after`` (and starting with
-        ``prefix``, if given): (the entries whose
-        key python-rados can decode, how many it could not, whether more may follow).
-        python-rados decodes keys as strict UTF-8: a key it cannot decode (cls_rgw's special index
-        entries start with byte 0x80) is counted and skipped, and the listing goes on past it."""
-        def run() -> tuple[list[tuple[str, bytes]], int, bool]:
+        ``prefix``, if given), in key order; fewer when the OSD caps a read
+        (``osd_max_omap_entries_per_request``), none after the last. python-rados decodes keys as
+        strict UTF-8: a key it cannot decode (cls_rgw's special index entries start with byte
+        0x80) comes as None, in its place (the iterator has moved past it)."""
+        def run() -> list[tuple[str | None, bytes]]:
             import rados as rados_mod
 
-            out: list[tuple[str, bytes]] = []
-            undecodable = 0
+            out: list[tuple[str | None, bytes]] = []
             with rados_mod.ReadOpCtx() as op:
                 it, _ = self._ioctx(False).get_omap_vals(op, after, prefix, max_entries)
                 self._ioctx(False).operate_read_op(op, oid)
@@ -515,12 +514,11 @@ class BulkObjects:
                     try:
                         key, value = next(it)
                     except StopIteration:
-                        break
-                    except UnicodeDecodeError:  # the iterator moved past that key before decoding it
-                        undecodable += 1
+                        return out
+                    except UnicodeDecodeError:
+                        out.append((None, b""))
                         continue
                     out.append((key, value or b""))
-            return out, undecodable, len(out) + undecodable >= max_entries
 
         return await self._call(f"{oid} omap list", run, self.rados.access.timeout_s + 2)
 

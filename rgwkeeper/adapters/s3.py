@@ -21,12 +21,16 @@ from rgwkeeper.names import validate_bucket, validate_prefix
 
 
 def make_s3(endpoints: Sequence[str], credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32) -> "S3Adapter":
-    """An S3Adapter over one or several endpoints of one zone (requests spread, failures moved)."""
-    return S3Adapter(Endpoints({url: make_client(url, credentials, timeout_s=timeout_s, max_pool=max_pool)
-                                for url in endpoints}))
+    """An S3Adapter over one or several endpoints of one zone (requests spread, failures moved).
+    With several, botocore does not retry: its three attempts at a refused or silent endpoint
+    (backoff, or a connect timeout each) would come before the request moves to the next one."""
+    retries = {"max_attempts": 3} if len(endpoints) == 1 else {"total_max_attempts": 1}
+    return S3Adapter(Endpoints({url: make_client(url, credentials, timeout_s=timeout_s, max_pool=max_pool,
+                                                 retries=retries) for url in endpoints}))
 
 
-def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32) -> Any:
+def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32,
+                retries: dict[str, int] | None = None) -> Any:
     return boto3.session.Session().client(
         "s3",
         endpoint_url=endpoint,
@@ -38,10 +42,14 @@ def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float,
             s3={"addressing_style": "path"},
             connect_timeout=timeout_s,
             read_timeout=timeout_s,
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={**(retries or {"max_attempts": 3}), "mode": "standard"},
             max_pool_connections=max_pool,
         ),
     )
+
+
+#: Error codes of an RGW that sheds load (rgw_max_concurrent_requests, a rate limit) or is going away.
+THROTTLED = ("SlowDown", "ServiceUnavailable", "503")
 
 
 def _refused(exc: BaseException) -> bool:
@@ -67,6 +75,8 @@ class S3Adapter:
             code = exc.response.get("Error", {}).get("Code", "?")
             if code in ("NoSuchBucket", "NoSuchKey", "NoSuchLifecycleConfiguration", "404"):
                 raise NotFound(what, code) from None
+            if code in THROTTLED:  # RGW shedding load or restarting: retried by the caller's policy
+                raise CephUnreachable(what, f"{code}: RGW is busy or unavailable") from None
             raise CephError(what, code) from None
         except (ConnectTimeoutError, ReadTimeoutError):
             raise CephTimeout(what, "S3 request timed out") from None

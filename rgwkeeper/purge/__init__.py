@@ -91,6 +91,7 @@ def tuning_from(purge_cfg: PurgeSection) -> Tuning:
                   rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
                   max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
                   long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size,
+                  direct_listing=purge_cfg.direct_listing,
                   max_objects_per_second=purge_cfg.max_objects_per_second,
                   cap_objects_per_request=RateCap(purge_cfg.max_objects_per_second,
                                                   request_s=purge_cfg.cap_request_s).chunk(1000)
@@ -105,8 +106,7 @@ def settings_from(purge_cfg: PurgeSection) -> Settings:
                     rgw_retry_s=purge_cfg.rgw_retry_s, lc_busy_wait_s=purge_cfg.lc_busy_wait_s,
                     checkpoint_interval_s=purge_cfg.checkpoint_interval_s,
                     max_objects_per_second=purge_cfg.max_objects_per_second,
-                    cap_request_s=purge_cfg.cap_request_s, full_wait_s=purge_cfg.full_wait_s,
-                    direct_listing=purge_cfg.direct_listing)
+                    cap_request_s=purge_cfg.cap_request_s, full_wait_s=purge_cfg.full_wait_s)
 
 
 @dataclass

@@ -71,9 +71,6 @@ class PurgeIO:
     admin_api: AdminApi
 
 
-DIRECT_LISTINGS = ("s3", "index")
-
-
 @dataclass(frozen=True)
 class Settings:
     """From ``[purge]`` in the config."""
@@ -89,17 +86,13 @@ class Settings:
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
     cap_request_s: float = CAP_REQUEST_S  # the cap's work per request (pacing.RateCap)
     full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
-    direct_listing: str = "s3"  # "index": the direct method lists the index shards with librados
 
     def __post_init__(self) -> None:
         # For callers of the Python API (the config's bounds hold these already): a NaN wait or
         # retry time passes every comparison.
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "direct_listing":
-                if value not in DIRECT_LISTINGS:
-                    raise UsageError(f"direct_listing must be one of {', '.join(DIRECT_LISTINGS)}, got {value!r}")
-            elif value is not None:
+            if value is not None:
                 check_number(value, f.name, lo=0, hi=MAX_DURATION_S if f.name.endswith("_s") else None)
 
     @property
@@ -160,7 +153,7 @@ class PurgeExecutor:
         self.threads = Threads(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2, self.retry)
         self.lister = Lister(io.s3, p.bucket, self.threads, page_size=self._page_size)
         self.index_lister = IndexLister(io.bulk(p.index_pool), p.index_shards, self.threads,
-                                        page_size=self._page_size) if settings.direct_listing == "index" else None
+                                        page_size=self._page_size) if plan.tuning.direct_listing == "index" else None
         self.s3_deleter = S3Deleter(io.s3, p.bucket, self.threads, self.ledger, self.cap)
         self._data = io.bulk(p.data_pool) if p.data_pool else None
         self.heads = None if self._data is None else HeadDeleter(

@@ -132,7 +132,8 @@ class IndexEntry:
     name: str  # the index name: an S3 key, escaped or namespaced (see s3_key)
     exists: bool  # False: a write in progress or a deletion not yet completed
     category: int
-    size: int
+    size: int  # the object's size as S3 shows it (meta.accounted_size; meta.size is what is stored,
+    #            less when RGW compressed the object)
     mtime_s: float
     etag: str
 
@@ -149,19 +150,24 @@ class IndexEntry:
 def parse_dir_entry(blob: bytes) -> IndexEntry:
     """Decode the value of a plain bucket index entry: rgw_bucket_dir_entry's ENCODE_START header,
     then key.name, ver.epoch (u64), exists (u8) and meta (its own header, then category u8, size
-    u64, mtime as u32 seconds and u32 nanoseconds, etag); the fields after those (pending_map,
-    locator, ver, tag, instance, flags, ...) are not needed. The order has not changed since
-    Firefly's struct_v 3 (cls/rgw/cls_rgw_types.h), and the fixtures of every release check it."""
+    u64, mtime as u32 seconds and u32 nanoseconds, etag, owner, owner_display_name, content_type,
+    and from meta v4 accounted_size u64); the fields after those (pending_map, locator, ver, tag,
+    instance, flags, ...) are not needed. The order has not changed since Firefly's struct_v 3
+    (cls/rgw/cls_rgw_types.h), and the fixtures of every release check it."""
     r = _Reader(blob, "bucket index entry")
     try:
         _, _ = r.start()
         name = r.string()
         r.u64()
         exists = r.u8() != 0
-        _, _ = r.start()
+        meta_v, _ = r.start()
         category, size = r.u8(), r.u64()
         sec, nsec = r.u32(), r.u32()
         etag = r.string()
+        for _ in range(3):  # owner, owner_display_name, content_type
+            r.string()
+        if meta_v >= 4:
+            size = r.u64()
     except (ValueError, struct.error) as exc:
         raise ValueError(f"bucket index entry cannot be decoded: {exc}") from None
     return IndexEntry(name=name, exists=exists, category=category, size=size, mtime_s=sec + nsec / 1e9, etag=etag)

@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.purge.layout import CATEGORY_MULTIMETA, index_name, parse_dir_entry
-from rgwkeeper.purge.plan import Scope
+from rgwkeeper.purge.plan import SHARDS_AT_ONCE, Scope
 from rgwkeeper.purge.runtime import PurgeFailed, Threads
 
 Entry = dict[str, Any]  # one listed key or version: Key, Size, LastModified, ETag, VersionId...
@@ -101,8 +101,6 @@ class Lister:
         return await self.threads.call("ListMultipartUploads", listing)
 
 
-#: Index shards listed at once by an IndexLister.
-SHARDS_AT_ONCE = 4
 #: A key after every index key python-rados cannot decode: cls_rgw's special entries start with
 #: byte 0x80, and "\u0080" is b"\xc2\x80" in UTF-8 (layout.py, parse_dir_entry).
 AFTER_SPECIAL = "\u0080"
@@ -136,29 +134,38 @@ class IndexLister:
             raise ValueError("an index listing has no versions; list them through S3")
         at: list[str | None] = list(cursor.get("shards") or [""] * len(self.shards))
         if len(at) != len(self.shards):
-            raise ValueError(f"cursor has {len(at)} shards, the bucket {len(self.shards)}")
+            raise PurgeFailed("list index", f"the checkpoint's cursor has {len(at)} shards, the plan "
+                              f"{len(self.shards)}; move the checkpoint away to start over")
         prefix = index_name(scope.prefix) if scope.prefix else ""
         size = self.page_size(filtered)
 
         async def fetch(i: int, after: str) -> tuple[int, list[Entry], str | None]:
             # The OSD starts a prefix listing at the prefix itself when it comes after ``after``.
-            rows, undecodable, more = await self.threads.retry.call(
+            rows = await self.threads.retry.call(
                 "list index", lambda: self.index.omap_page(self.shards[i], after, size, prefix=prefix))
-            entries, last = [], after
+            if not rows:
+                return i, [], None  # only an empty page ends a shard: the OSD may answer fewer than asked
+            entries, last, trailing = [], after, 0
             for key, value in rows:
-                last = key
-                e = parse_dir_entry(value)
+                if key is None:
+                    trailing += 1
+                    continue
+                trailing, last = 0, key
+                try:
+                    e = parse_dir_entry(value)
+                except ValueError as exc:
+                    raise PurgeFailed(f"list index {self.shards[i]}", f"entry {key!r}: {exc}") from None
                 # A versioned instance's key is "<name>\0v<n>\0i<instance>": python-rados reads keys as C
                 # strings, so it shows "<name>"; the entry's own name tells them apart.
                 if e.name == key and e.exists and e.s3_key is not None and e.category != CATEGORY_MULTIMETA:
                     entries.append({"Key": e.s3_key, "Size": e.size, "ETag": e.etag,
                                     "LastModified": datetime.datetime.fromtimestamp(e.mtime_s, datetime.timezone.utc)})
-            if undecodable and last < AFTER_SPECIAL:
-                last = AFTER_SPECIAL
-            if more and last <= after:
+            if trailing and last < AFTER_SPECIAL:
+                last = AFTER_SPECIAL  # past the special entries the page ended among, which have no name here
+            if last <= after:
                 raise PurgeFailed(f"list index {self.shards[i]}", f"the listing does not move on after {after!r}: "
                                   "its keys cannot be read whole through python-rados; use direct_listing = 's3'")
-            return i, entries, last if more else None
+            return i, entries, last
 
         waiting = [i for i, a in enumerate(at) if a is not None]
         running: dict[asyncio.Future[Any], int] = {}

@@ -128,6 +128,11 @@ def _check_filters(r: PurgeRequest) -> None:
             check_number(getattr(r, name), name, lo=0, hi=MAX_BYTES, integer=True, unit=" bytes")
 
 
+DIRECT_LISTINGS = ("s3", "index")
+#: Index shards an index listing reads at once (lister.IndexLister).
+SHARDS_AT_ONCE = 4
+
+
 @dataclass(frozen=True)
 class Tuning:
     """Concurrency and timeouts (from ``[purge]`` in the config)."""
@@ -141,6 +146,13 @@ class Tuning:
     #: (execute.Settings and pacing.RateCap enforce them; here they are for the dry run).
     max_objects_per_second: float = 0.0
     cap_objects_per_request: int = 0
+    #: How the direct method lists: "s3" (ListObjectsV2) or "index" (the index shards, librados).
+    #: Part of the plan, so a resumed purge lists as it started (its cursor is that listing's).
+    direct_listing: str = "s3"
+
+    def __post_init__(self) -> None:
+        if self.direct_listing not in DIRECT_LISTINGS:
+            raise UsageError(f"direct_listing must be one of {', '.join(DIRECT_LISTINGS)}, got {self.direct_listing!r}")
 
     def capped(self, what: str) -> str:
         """`` (under the cap of R objects/s: <what> of N)`` or nothing."""
@@ -747,11 +759,16 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                                        "lifecycle list keeps no entry for a bucket that is about to be gone",
                                        calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
         steps.append(aborts)
+        by_index = t.direct_listing == "index"
+        listing = (f"list the {len(p.index_shards)} index shards with librados, {SHARDS_AT_ONCE} at once"
+                   if by_index else "list once (ListObjectsV2)")
         steps.append(DeleteObjects(
-            summary=f"list once (ListObjectsV2); remove head-only objects from {p.data_pool} with librados "
+            summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
             f"({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
-            calls=(f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
+            calls=((f"librados {p.index_pool}: omap list {_span(p.index_shards)}, {t.list_page_size} entries a "
+                    "page (plain entries of existing objects)") if by_index else
+                   f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
                    f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
                    f"{p.head_chunk_bytes} B with a single-part ETag; remove it where its size equals the "
                    "object's (all data in the head: no tail to share)",

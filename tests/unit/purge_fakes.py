@@ -11,6 +11,7 @@ change so tests can assert on what was done.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import email.utils
@@ -125,6 +126,7 @@ class World:
         self.lc_block: Any = None
         self.rm_block: Any = None  # an asyncio.Event: bucket rm waits for it (a long-running rm)
         self.extra_omap: dict[bytes, bytes] = {}  # index entries besides the listed keys' (raw key -> value)
+        self.omap_read_cap = 1024  # osd_max_omap_entries_per_request: entries an OSD returns per read
 
     def index_omap(self, shard: int, shards: int) -> dict[bytes, bytes]:
         """The omap of index shard ``shard`` of ``shards``: every listed key whose name hashes there
@@ -548,22 +550,26 @@ class FakeBulk:
         return [0] * len(objs)
 
     async def omap_page(self, oid: str, after: str, max_entries: int, *,
-                        prefix: str = "") -> tuple[list[tuple[str, bytes]], int, bool]:
+                        prefix: str = "") -> list[tuple[str | None, bytes]]:
         """An index shard's omap as python-rados reads it (adapters/rados.py, omap_page): the world's
         index entries (each in the shard its name hashes to here), an incomplete upload's meta entry
-        and a special entry (key b"\x800_...", undecodable) in every shard; sorted bytewise."""
+        and a special entry (key b"\x800_...", undecodable: None) in every shard; sorted bytewise; at
+        most ``world.omap_read_cap`` entries a read, as an OSD caps them. Shards answer after a few
+        turns of the event loop that differ by shard and position, so they finish out of order."""
         self.windows.append(max_entries)
         if self.pool != INDEX:
             raise UnexpectedCall(f"omap listing of {self.pool}/{oid}")
         shards = sorted(o for o in self.w.pools[INDEX] if o.startswith(f".dir.{self.w.bucket_id}"))
         if oid not in shards:
             raise CephError(f"{INDEX}/{oid} omap list", "No such file or directory", ret=-errno.ENOENT)
+        for _ in range(zlib.crc32(f"{oid}/{after}".encode()) % 4):
+            await asyncio.sleep(0)
         omap = self.w.index_omap(shards.index(oid), len(shards))
         rows = sorted((k, v) for k, v in omap.items() if k > after.encode() and k.startswith(prefix.encode()))
-        page = rows[:max_entries]
-        # python-rados reads a key as a C string: a versioned instance's "<name>\0v<n>\0i<id>" shows as "<name>".
-        out = [(k.split(b"\0")[0].decode(), v) for k, v in page if k[:1] != b"\x80"]
-        return out, len(page) - len(out), len(rows) > max_entries
+        page = rows[:min(max_entries, self.w.omap_read_cap)]
+        # python-rados reads a key as a C string: a versioned instance's "<name>\0v<n>\0i<id>" shows as
+        # "<name>"; a key that is not UTF-8 raises in its iterator, after moving past it.
+        return [(None, b"") if k[:1] == b"\x80" else (k.split(b"\0")[0].decode(), v) for k, v in page]
 
     async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
         objs = self.w.pools[self.pool]
@@ -681,10 +687,11 @@ class FakeRados:
 
 
 def encode_dir_entry(name: str, size: int, mtime_s: float, etag: str, *, exists: bool = True,
-                     category: int = 1) -> bytes:
+                     category: int = 1, stored: int | None = None) -> bytes:
     """An index entry's value as cls_rgw encodes it (rgw_bucket_dir_entry v8, its meta v7), with the
-    fields a listing does not need empty; the captured entries of every release decode the same way
-    (test_index_listing.py)."""
+    fields a listing does not need empty; ``stored``: meta.size when RGW compressed the object
+    (``size`` is then its accounted_size). The captured entries of every release decode the same
+    way (test_index_listing.py)."""
     def string(text: str) -> bytes:
         raw = text.encode()
         return struct.pack("<I", len(raw)) + raw
@@ -693,7 +700,7 @@ def encode_dir_entry(name: str, size: int, mtime_s: float, etag: str, *, exists:
         return struct.pack("<BBI", version, compat, len(body)) + body
 
     sec = int(mtime_s)
-    meta = framed(7, 3, struct.pack("<BQII", category, size, sec, int(round((mtime_s - sec) * 1e9)) % 10**9)
+    meta = framed(7, 3, struct.pack("<BQII", category, size if stored is None else stored, sec, int(round((mtime_s - sec) * 1e9)) % 10**9)
                   + string(etag) + string("owner") + string("Owner") + string("") + struct.pack("<Q", size)
                   + string("") + string("") + b"\x00")
     body = (string(name) + struct.pack("<Q", 1) + bytes([exists]) + meta + struct.pack("<I", 0) + string("")

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 import requests
+import urllib3.exceptions
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from rgwkeeper import config
@@ -209,24 +210,39 @@ def _admin(fakes: dict[str, FakeRGWAdmin]) -> AdminApi:
     return AdminApi([A, B], RgwCredentials("AK", "s3cr3t-value"), timeout_s=5, factory=factory)
 
 
-def test_admin_api_moves_a_refused_request_to_the_other_endpoint():
-    path = "/admin/bucket?format=json&bucket=bkt&stats=True"
-    a = FakeRGWAdmin().expect("get", path, requests.ConnectionError("refused"))
-    b = FakeRGWAdmin().expect("get", path, {"bucket": "bkt"})
+def _refusal() -> requests.ConnectionError:
+    """What requests raises for a refused connection (urllib3 found no connection to make)."""
+    return requests.ConnectionError(urllib3.exceptions.MaxRetryError(
+        None, "/admin/bucket", reason=urllib3.exceptions.NewConnectionError(None, "Connection refused")))
+
+
+PATH = "/admin/bucket?format=json&bucket=bkt&stats=True"
+
+
+@pytest.mark.parametrize("failure", [_refusal, lambda: requests.ConnectTimeout("no connection within 5 s")])
+def test_admin_api_moves_a_request_that_made_no_connection_to_the_other_endpoint(failure):
+    a = FakeRGWAdmin().expect("get", PATH, failure())
+    b = FakeRGWAdmin().expect("get", PATH, {"bucket": "bkt"})
     api = _admin({"rgw1:8080": a, "rgw2:8080": b})
     assert asyncio.run(api.bucket_stats("bkt")) == {"bucket": "bkt"}
     assert (len(a.calls), len(b.calls)) == (1, 1)
-    a.answers[("get", path)] = b.answers[("get", path)] = requests.ConnectionError("refused")
-    api = _admin({"rgw1:8080": a, "rgw2:8080": b})
+
+
+def test_admin_api_with_no_endpoint_answering_says_so_in_one_line():
+    a = FakeRGWAdmin().expect("get", PATH, _refusal())
+    b = FakeRGWAdmin().expect("get", PATH, _refusal())
     with pytest.raises(CephUnreachable, match=f"cannot connect to any of {A}, {B}"):
-        asyncio.run(api.bucket_stats("bkt"))
+        asyncio.run(_admin({"rgw1:8080": a, "rgw2:8080": b}).bucket_stats("bkt"))
 
 
-def test_admin_api_does_not_move_a_timed_out_request():
-    path = "/admin/bucket?format=json&bucket=bkt&stats=True"
-    a = FakeRGWAdmin().expect("get", path, requests.ReadTimeout("slow"))
-    b = FakeRGWAdmin().expect("get", path, requests.ReadTimeout("slow"))
-    with pytest.raises(CephTimeout):
+@pytest.mark.parametrize("failure", [
+    lambda: requests.ReadTimeout("slow"),  # connected, no answer in time: it may have run
+    lambda: requests.ConnectionError(ConnectionResetError(104, "Connection reset by peer")),  # reset mid-answer
+])
+def test_admin_api_does_not_move_a_request_that_reached_rgw(failure):
+    a = FakeRGWAdmin().expect("get", PATH, failure())
+    b = FakeRGWAdmin().expect("get", PATH, failure())
+    with pytest.raises((CephTimeout, CephUnreachable)):
         asyncio.run(_admin({"rgw1:8080": a, "rgw2:8080": b}).bucket_stats("bkt"))
     assert len(a.calls) + len(b.calls) == 1
 
@@ -249,7 +265,10 @@ def test_several_endpoints_from_flags_beat_the_config(conf):
 
 
 @pytest.mark.parametrize("endpoints, match", [
-    ((A, "http://rgw2:8080/".rstrip("/") + "/", A), "given twice"),
+    ((A, B, A), "given twice"),
+    ((A, A + "/"), "given twice"),
+    (("http://rgw1", "http://rgw1:80"), "given twice"),
+    (("http://RGW1:8080", A), "given twice"),
     ((A, "ftp://rgw2:21"), "not an http"),
     ((A, "http://k:secret@rgw2:8080"), "user or password"),
 ])
@@ -267,3 +286,37 @@ def test_config_refuses_endpoint_and_endpoints_together_and_bad_entries():
     assert "rgw.endpoints: RGW endpoint 'http://rgw3:0' has port 0" in text
     with pytest.raises(ConfigError, match="given twice"):
         config.parse({"rgw": {"endpoints": [A, A]}})
+
+
+def test_refusals_at_the_same_moment_put_an_endpoint_out_once_and_a_late_answer_does_not_bring_it_back():
+    clock = Clock()
+    pool = Endpoints({A: "a"}, clock=clock)
+    taken = [pool._take(set()) for _ in range(8)]  # 8 requests in flight when A goes away
+    for url, epoch in taken[:7]:
+        pool._done(url, epoch, "refused")
+    assert pool.state[A].down_s == FIRST_DOWN_S  # not 2 s doubled seven times
+    url, epoch = taken[7]
+    pool._done(url, epoch, "ok")  # sent before the outage, answered after it
+    assert pool.state[A].down_until == clock.t + FIRST_DOWN_S  # still out
+    clock.t += FIRST_DOWN_S
+    url, epoch = pool._take(set())  # a request sent after it was put out
+    pool._done(url, epoch, "other")  # a timeout says nothing: still counted as out
+    assert pool.state[A].down_s == FIRST_DOWN_S
+    url, epoch = pool._take(set())
+    pool._done(url, epoch, "ok")
+    assert pool.state[A].down_s == 0 and pool.state[A].down_until == 0  # answered: back in
+    assert pool.state[A].in_flight == 0 and pool.report()[0]["failures"] == 7
+
+
+def test_with_several_endpoints_botocore_does_not_retry_and_a_throttled_answer_is_retried_by_the_caller():
+    from rgwkeeper.access import RgwCredentials as Creds
+    from rgwkeeper.adapters.s3 import make_s3
+
+    creds = Creds("AK", "s3cr3t-value")
+    one = make_s3([A], creds, timeout_s=5)
+    two = make_s3([A, B], creds, timeout_s=5)
+    assert one.client.meta.config.retries["total_max_attempts"] == 4  # as before: 3 retries
+    assert [c.meta.config.retries["total_max_attempts"] for c in two.endpoints.clients.values()] == [1, 1]
+    slow = FakeBoto("a", ClientError({"Error": {"Code": "SlowDown"}}, "ListObjectsV2"))
+    with pytest.raises(CephUnreachable, match="SlowDown"):  # CephUnreachable: the purge's Retry waits it out
+        list(S3Adapter(Endpoints({A: slow})).iter_keys("bkt"))

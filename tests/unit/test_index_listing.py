@@ -11,14 +11,14 @@ import json
 
 import pytest
 
-from rgwkeeper.purge.execute import Settings
+from rgwkeeper.errors import UsageError
 from rgwkeeper.purge.layout import CATEGORY_MULTIMETA, index_name, parse_dir_entry
 from rgwkeeper.purge.lister import AFTER_SPECIAL, IndexLister
-from rgwkeeper.purge.plan import Scope
+from rgwkeeper.purge.plan import DeleteObjects, Plan, Scope, Tuning
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads
 from tests.fixtures import ROOT
 from tests.unit.purge_fakes import DATA, INDEX, FakeBulk, World, encode_dir_entry
-from tests.unit.test_purge_execute import FAST, crash_after_pages, make, run
+from tests.unit.test_purge_execute import crash_after_pages, make, run
 
 RELEASES = ("pacific", "reef", "tentacle")
 
@@ -142,14 +142,16 @@ def test_a_cursor_from_an_s3_listing_is_not_resumed_by_the_index_lister():
     assert not IndexLister.fresh({"start_after": "k"}, 11) and not IndexLister.fresh({"shards": [""]}, 11)
 
 
-INDEX_LISTING = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, direct_listing="index")
+INDEX_LISTING = Tuning(direct_listing="index")
 
 
 def test_a_direct_purge_that_lists_the_index_ends_clean_without_listing_through_s3_first(tmp_path):
     w = World(extra_plain=20)
-    p, io, cp, bulks = make(w, tmp_path)
+    p, io, cp, bulks = make(w, tmp_path, tuning=INDEX_LISTING)
     shared = list(w.tails["big"])
-    report = run(p, io, cp, settings=INDEX_LISTING)
+    assert "index shards with librados" in p.step(DeleteObjects).summary  # the dry run shows it
+    assert p.step(DeleteObjects).calls[0].startswith(f"librados {INDEX}: omap list")
+    report = run(p, io, cp)
     assert report.ok, report.checks
     assert w.rados_left(DATA) == sorted(shared) and not w.exists
     first_removal = next(i for i, line in enumerate(w.log) if line.startswith(f"rados rm {DATA}/"))
@@ -159,15 +161,21 @@ def test_a_direct_purge_that_lists_the_index_ends_clean_without_listing_through_
 
 def test_a_killed_index_listing_purge_resumes_from_its_shard_cursors(tmp_path):
     w = World(page_size=4, extra_plain=30)
-    p, io, cp, _ = make(w, tmp_path)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
     with pytest.raises(KeyboardInterrupt):
-        run(p, io, cp, settings=INDEX_LISTING, on_progress=crash_after_pages(3))
+        run(p, io, cp, on_progress=crash_after_pages(3))
     saved = cp.load()
     assert saved.cursor["shards"] != [""] * len(saved.cursor["shards"])  # some shards moved on
-    report = run(p, io, cp, state=saved, settings=INDEX_LISTING)
+    # The resumed plan is the one in the checkpoint: it lists the index as it started, whatever
+    # the config says now (an index cursor given to the S3 listing would list everything again).
+    resumed = Plan.from_dict(saved.plan)
+    assert resumed.tuning.direct_listing == "index"
+    report = run(resumed, io, cp, state=saved)
     assert report.ok, report.checks
     assert report.counters["objects_deleted"] == 36 and not w.exists
-    assert FAST.direct_listing == "s3"  # the default lists through RGW
+    assert Tuning().direct_listing == "s3"  # the default lists through RGW
+    with pytest.raises(UsageError, match="direct_listing"):
+        Tuning(direct_listing="INDEX")
 
 
 def test_an_instance_key_that_python_rados_truncates_is_skipped_and_a_stuck_listing_stops():
@@ -184,3 +192,59 @@ def test_an_instance_key_that_python_rados_truncates_is_skipped_and_a_stuck_list
     lister, bulk, shards = _lister(w, page=1)
     with pytest.raises(PurgeFailed, match="does not move on after 'plain/0'"):
         asyncio.run(_all(lister, Scope(), {}))
+
+
+def test_an_osd_that_answers_fewer_entries_than_asked_does_not_end_a_shard_early():
+    w = World(extra_plain=60)
+    w.omap_read_cap = 2  # osd_max_omap_entries_per_request below the page size
+    lister, bulk, shards = _lister(w, page=1000)
+    pages = asyncio.run(_all(lister, Scope(), {}))
+    assert sorted(e["Key"] for entries, _ in pages for e in entries) == sorted(w.index)
+
+
+def test_a_compressed_object_lists_with_the_size_s3_shows():
+    e = parse_dir_entry(encode_dir_entry("k", 4096, 0, "e", stored=100))
+    assert e.size == 4096  # accounted_size, not the 100 bytes stored
+
+
+def test_the_adapter_skips_keys_python_rados_cannot_decode_and_keeps_their_place():
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+
+    class Iterator:
+        def __init__(self, rows):
+            self.rows = iter(rows)
+
+        def __next__(self):
+            key, value = next(self.rows)
+            if isinstance(key, bytes):  # what rados.pyx's decode_cstr does with a key that is not UTF-8
+                key.decode("utf-8")
+            return key, value
+
+    class Ioctx:
+        seen: list = []
+
+        def get_omap_vals(self, op, after, prefix, max_return):
+            self.seen.append((after, prefix, max_return))
+            return Iterator([("a", b"1"), (b"\x800_log", b"2"), ("b", None), (b"\x801000_v", b"3")]), 0
+
+        def operate_read_op(self, op, oid):
+            assert oid == ".dir.x.0"
+
+    class Cluster:
+        def open_ioctx(self, pool):
+            assert pool == INDEX
+            return Ioctx()
+
+        def shutdown(self):
+            pass
+
+    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
+                                       rgw_credentials_file=None, timeout_s=5))
+    rados._cluster = Cluster()
+    try:
+        rows = asyncio.run(BulkObjects(rados, INDEX).omap_page(".dir.x.0", "0", 10, prefix="p"))
+    finally:
+        rados.close()
+    assert rows == [("a", b"1"), (None, b""), ("b", b""), (None, b"")]
+    assert Ioctx.seen == [("0", "p", 10)]

@@ -21,7 +21,7 @@ from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, RateCap
-from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, plan
+from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, Tuning, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
 
@@ -42,7 +42,8 @@ def make(world, tmp_path, request=None, **kw):
     io, bulks = purge_io(world, tmp_path)
     profile = asyncio.run(gather_profile(world.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api,
                                          bulk=io.bulk))
-    p = plan(profile, request or PurgeRequest(world.bucket), now=kw.pop("now", time.time()))
+    p = plan(profile, request or PurgeRequest(world.bucket), now=kw.pop("now", time.time()),
+             tuning=kw.pop("tuning", Tuning()))
     cp = Checkpoint(tmp_path / "cp.json")
     return p, io, cp, bulks
 
