@@ -382,9 +382,10 @@ def restart_rgw(ceph_cluster: ClusterInfo) -> Callable[..., None]:
     return restart
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def second_rgw(ceph_cluster: ClusterInfo) -> Iterator[str]:
-    """A second RGW of the cluster's zone for the test (its endpoint), stopped after it."""
+    """A second RGW of the cluster's zone for the tests of a module (its endpoint), stopped after
+    them (it takes 20-30 s to start)."""
     if control_dir(ceph_cluster) is None or not ceph_cluster.rgw2_endpoint:
         pytest.skip("a second RGW needs the harness's containerized cluster, not an external one")
     with _second_rgw(ceph_cluster) as endpoint:
