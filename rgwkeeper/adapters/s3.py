@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import boto3
 from botocore.config import Config as BotoConfig
-from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError,
+                                 HTTPClientError, ReadTimeoutError)
 
 from rgwkeeper.access import RgwCredentials
 from rgwkeeper.adapters.endpoints import Endpoints
@@ -80,6 +81,12 @@ class S3Adapter:
             raise CephError(what, code) from None
         except (ConnectTimeoutError, ReadTimeoutError):
             raise CephTimeout(what, "S3 request timed out") from None
+        except HTTPClientError as exc:
+            # The connection broke mid-request (an RGW stopping: ConnectionClosedError). The
+            # request may have run; every S3 call here is safe to repeat, so the caller's retry
+            # policy takes it like an unreachable RGW (botocore retried these itself before an
+            # S3Adapter had several endpoints; docs/cluster-access.md).
+            raise CephUnreachable(what, f"the connection to RGW broke ({type(exc).__name__})") from None
         except EndpointConnectionError:
             n = len(self.endpoints.urls)
             raise CephUnreachable(what, "cannot connect to the RGW endpoint" if n == 1 else

@@ -114,7 +114,9 @@ class IndexLister:
 
     Only plain entries of objects that exist become listing entries (Key, Size, ETag,
     LastModified): writes in progress, an upload's meta entry and cls_rgw's special entries
-    (versions, the bucket log) are skipped; a purge sweeps through S3 afterwards."""
+    (versions, the bucket log) are skipped. What guards against a skipped object is the purge's
+    count check before the drop, which sweeps through S3 when the index counts more than was
+    removed (docs/purge.md, "Listing by index shard")."""
 
     def __init__(self, index: BulkObjects, shards: list[str], threads: Threads, *,
                  page_size: Callable[[bool], int] = lambda filtered: 1000) -> None:
