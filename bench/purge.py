@@ -9,7 +9,8 @@ multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
 - ``admin-purge-bypass-gc``: the same with ``--bypass-gc`` (unsafe with copies: tracker 73348);
 - ``rgwkeeper``: ``rgwkeeper purge``'s automatic choice, through its Python API, plan included;
 - ``rgwkeeper-index``: the same with ``purge.direct_listing = "index"`` (the direct method lists
-  the index shards with librados instead of ListObjectsV2);
+  the index shards with librados instead of ListObjectsV2, each shard a work item in RADOS,
+  ``purge.workers`` of them at once); ``rgwkeeper-index-wN``: the same with N workers;
 - ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
   and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
 
@@ -29,6 +30,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -118,13 +120,14 @@ class Bench:
         self.admin("bucket", "rm", "--bucket", bucket, "--purge-objects", *(["--bypass-gc"] if bypass else []))
         return time.monotonic()
 
-    def rgwkeeper(self, bucket: str, listing: str = "s3") -> dict[str, Any]:
+    def rgwkeeper(self, bucket: str, listing: str = "s3", workers: int | None = None) -> dict[str, Any]:
         from rgwkeeper import config as config_mod
         from rgwkeeper import purge as purge_api
         from rgwkeeper.access import ClusterAccess
         from rgwkeeper.purge.plan import PurgeRequest
 
-        cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state"), "direct_listing": listing}})
+        cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state"), "direct_listing": listing,
+                                          **({"workers": workers} if workers else {})}})
         access = ClusterAccess(conf=self.info.conf, keyring=self.info.keyring, client_name="client.admin",
                                rgw_endpoint=self.info.rgw_endpoint, rgw_credentials_file=self.info.credentials_file,
                                timeout_s=30)
@@ -134,7 +137,13 @@ class Bench:
             prepared = asyncio.run(purge_api.prepare(PurgeRequest(bucket), io, purge_cfg=cfg.purge,
                                                      store=purge_api.CheckpointStore(self.workdir / "state")))
             planned = time.monotonic()
-            report = asyncio.run(purge_api.run(prepared, io, purge_cfg=cfg.purge))
+            with ExitStack() as stack:
+                # As the CLI runs it: an index-listed direct purge works its shards as items in RADOS.
+                board = stack.enter_context(purge_api.open_board(
+                    io.rados, prepared.plan.plan_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s,
+                    create_pool=True)) if purge_api.uses_items(prepared.plan) else None
+                report = asyncio.run(purge_api.run(prepared, io, purge_cfg=cfg.purge, board=board,
+                                                   workers=cfg.purge.workers))
         finally:
             purge_api.close_io(io)
         if not report.ok:
@@ -178,8 +187,10 @@ class Bench:
         rados_objects = self.rados_ls(marker + "_")
         row: dict[str, Any] = {"method": method, "objects": len(sizes), "rados_objects": rados_objects, "load": load}
         t0 = time.monotonic()
-        if method in ("rgwkeeper", "rgwkeeper-index"):
-            out = self.rgwkeeper(bucket, "index" if method == "rgwkeeper-index" else "s3")
+        if method == "rgwkeeper" or method.startswith("rgwkeeper-index"):
+            workers = method.split("-w", 1)[1] if "-w" in method else None
+            out = self.rgwkeeper(bucket, "index" if method != "rgwkeeper" else "s3",
+                                 int(workers) if workers else None)
             row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
                        chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"])
         else:
@@ -242,6 +253,11 @@ def main() -> None:
     p.add_argument("--methods", default=",".join((*STOCK, "rgwkeeper", "rados-floor")))
     args = p.parse_args()
     methods = args.methods.split(",")
+    unknown = [m for m in methods if m not in (*STOCK, "rgwkeeper", "rgwkeeper-index", "rados-floor")
+               and not re.fullmatch(r"rgwkeeper-index-w([1-9]|[1-5][0-9]|6[0-4])", m)]
+    if unknown:
+        p.error(f"unknown method {unknown[0]!r}: {', '.join(STOCK)}, rgwkeeper, rgwkeeper-index, "
+                "rgwkeeper-index-wN (N workers, 1 to 64), rados-floor")
     rng = random.Random(args.seed)
     lo, hi = parse_range(args.small_sizes)
     small = [rng.randint(lo, hi) for _ in range(args.small)]

@@ -279,10 +279,18 @@ class PurgeSection:
         empty_ok=True, choices=("", "low", "normal", "max"))
     direct_listing: str = opt(
         "s3", "How the direct method lists a bucket: 's3' (ListObjectsV2 through RGW, one ordered listing) or "
-        "'index' (the bucket's index shards read with librados, 4 shards at once; RGW is not asked). Either "
-        "way, before the drop the index's own count must equal the heads removed, or the purge sweeps through "
-        "S3 and stops if they still differ (docs/purge.md, \"Listing by index shard\").",
+        "'index' (the bucket's index shards read with librados; RGW is not asked). With 'index' each shard is a "
+        "work item kept in RADOS (daemon.pool): `workers` of them run at once, and `rgwkeeper purge --join ID` "
+        "on another admin node adds workers (docs/purge.md, \"Work items in RADOS\"). Either way, before the drop "
+        "the index's own count must equal the heads removed, or the purge sweeps through S3 and stops if they "
+        "still differ (docs/purge.md, \"Listing by index shard\").",
         choices=("s3", "index"))
+    workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "
+                       "`--workers N` overrides it.", min=1, max=64)
+    item_lease_s: float = opt(
+        30.0, "Seconds a worker's lease on a work item lasts (cls_lock, renewed three times within it). A worker "
+        "killed or stuck loses its items this long after its last renewal; another worker then resumes them "
+        "from their last recorded page.", min=5.0, max=3600.0)
     verify_scan_max_objects: int = opt(
         1_000_000, "The end-state check lists the data pools (librados has no prefix listing) to find "
         "objects left behind; pools with more objects than this are not scanned and the check says so.",

@@ -16,8 +16,12 @@ import json
 import threading
 from typing import Any, Callable, Protocol
 
+import structlog
+
 from rgwkeeper.access import ClusterAccess
-from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError, UsageError
+
+log = structlog.get_logger("rgwkeeper.rados")
 
 # The mon forwards mgr commands ("osd df", "osd pool stats", "pg stat") on Pacific (checked
 # against 16.2.15), while the mgr refuses mon commands: so every cluster command goes to the mon.
@@ -292,15 +296,25 @@ class ObjectStore:
     def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool:
         """In one write op: if ``key`` reads exactly ``expected`` (a missing key reads as ""),
         set it to ``new`` (remove it if None); False, with nothing written, if it did not."""
+        if new is None:
+            return self._write_if(obj, key, expected, {}, (key,))
+        return self._write_if(obj, key, expected, {key: new}, ())
+
+    def omap_set_if(self, obj: str, key: str, expected: str, values: dict[str, str]) -> bool:
+        """In one write op: if ``key`` reads exactly ``expected`` (a missing key reads as ""),
+        set every key of ``values``; False, with nothing written, if it did not."""
+        return self._write_if(obj, key, expected, values, ())
+
+    def _write_if(self, obj: str, key: str, expected: str, values: dict[str, str], remove: tuple[str, ...]) -> bool:
         def cas(ioctx: Any) -> None:
             import rados as rados_mod
 
             with rados_mod.WriteOpCtx() as op:
                 op.omap_cmp(key, expected, rados_mod.LIBRADOS_CMPXATTR_OP_EQ)
-                if new is None:
-                    ioctx.remove_omap_keys(op, (key,))
-                else:
-                    ioctx.set_omap(op, (key,), (new.encode(),))
+                if remove:
+                    ioctx.remove_omap_keys(op, remove)
+                if values:
+                    ioctx.set_omap(op, tuple(values), tuple(v.encode() for v in values.values()))
                 ioctx.operate_write_op(op, obj)
 
         try:
@@ -323,6 +337,13 @@ class ObjectStore:
         except (_NotFoundError, CephError):
             pass
 
+    def remove(self, obj: str) -> None:
+        """Remove ``obj`` (its omap and locks go with it); gone already is fine."""
+        try:
+            self._run(f"{obj} remove", lambda io: io.remove_object(obj))
+        except _NotFoundError:
+            pass
+
     def close(self) -> None:
         if self._ioctx is not None:
             ioctx, self._ioctx = self._ioctx, None
@@ -331,6 +352,19 @@ class ObjectStore:
 
 class _NotFoundError(CephError):
     pass
+
+
+def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:
+    """The rgwkeeper pool (journal, leader lock, purge work items): created with 8 PGs and
+    application 'rgwkeeper' when missing and ``create`` (daemon.create_pool)."""
+    pools = rados.command({"prefix": "osd pool ls"}) or []
+    if pool in pools:
+        return
+    if not create:
+        raise UsageError(f"pool {pool!r} does not exist and daemon.create_pool is false; create it or set daemon.pool")
+    rados.command({"prefix": "osd pool create", "pool": pool, "pg_num": 8})
+    rados.command({"prefix": "osd pool application enable", "pool": pool, "app": "rgwkeeper"})
+    log.info("created pool", pool=pool)
 
 
 class _CompareFailed(CephError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import shlex
 import signal
 import sys
 import time
@@ -18,8 +19,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rgwkeeper import config as config_mod
 from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
+from rgwkeeper.adapters.connect import NONE, connected
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import endpoints_line, human_duration
+from rgwkeeper.cli.render import endpoints_line, human_duration, render_items
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
@@ -106,6 +108,12 @@ def _full_lines(prepared: purge_api.Prepared, pool: str) -> list[str]:
     return lines
 
 
+def _check_job_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not purge_api.valid_job_id(value):
+        raise click.BadParameter(f"{value!r} is not a purge id: 12 hex digits, as `rgwkeeper purge` prints it")
+    return value
+
+
 def _check_textfile(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     problem = config_mod.textfile_problem(value) if value is not None else None
     if problem:
@@ -138,7 +146,7 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 @click.command()
 @cluster_options
-@click.argument("bucket")
+@click.argument("bucket", required=False)
 @click.option("--prefix", help="only keys that start with this")
 @click.option("--older-than", type=Duration(),
               help="only objects last modified longer ago than this: 30s, 15m, 12h, 7d (docs/commands.md)")
@@ -158,24 +166,43 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 @click.option("--metrics-textfile", callback=_check_textfile, default=None,
               help="write progress as Prometheus metrics to this .prom file while the purge runs, for node "
                    "exporter's textfile collector [default: purge.metrics_textfile]")
+@click.option("--workers", type=FiniteInt(1, 64), default=None,
+              help="work items (index shards) run at once by this process, with purge.direct_listing = 'index' "
+                   "[default: purge.workers]")
+@click.option("--join", "join_id", callback=_check_job_id, default=None, metavar="ID",
+              help="add workers to the running purge ID (printed when it starts) with the same BUCKET and filters")
+@click.option("--status", "status_id", callback=_check_job_id, default=None, metavar="ID",
+              help="show the work items of purge ID: done, running, objects, rate and ETA; changes nothing")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
-def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than: int | None,
+def purge(bucket: str | None, prefix: str | None, older_than: float | None, larger_than: int | None,
           smaller_than: int | None, method: str, max_rate: float | None, impact: str | None,
-          raise_full_ratio: float | None, metrics_textfile: str | None, dry_run: bool, yes: bool, as_json: bool,
+          raise_full_ratio: float | None, metrics_textfile: str | None, workers: int | None,
+          join_id: str | None, status_id: str | None, dry_run: bool, yes: bool, as_json: bool,
           **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
-    checkpoint (purge.state_dir).
+    checkpoint (purge.state_dir). Listing by index shard (purge.direct_listing = 'index'), the
+    delete runs as work items in RADOS that other admin nodes can join (--join ID).
     """
+    if status_id is not None:
+        return _status(status_id, bucket, as_json, kwargs)
+    if bucket is None:
+        raise UsageError("give the BUCKET to purge (or --status ID to see a running purge)")
     # Validate everything the operator typed before anything is sent anywhere.
     request = PurgeRequest(
         bucket=bucket, prefix=prefix, method=method,
         older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
     if impact is not None and max_rate is not None:
         raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")
+    if join_id is not None:
+        given = [f for f, v in (("--max-rate", max_rate), ("--impact", impact), ("--dry-run", dry_run or None),
+                                ("--raise-full-ratio", raise_full_ratio)) if v is not None]
+        if given:
+            raise UsageError(f"--join runs the purge's own plan: {', '.join(given)} cannot be given with it")
+        return _join(join_id, request, workers, yes, as_json, kwargs)
     cfg, access = load_access(kwargs)
     purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
     request = purge_api.impact.request_for(purge_cfg, request)
@@ -190,6 +217,15 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         if raise_full_ratio is not None and prepared.raise_full_ratio is None:
             click.echo("rgwkeeper: note: the cluster is not full; --raise-full-ratio is not used", err=True)
         full_lines = _full_lines(prepared, cfg.daemon.pool)
+        items = purge_api.uses_items(plan)
+        if workers is not None and not items:
+            raise UsageError("--workers applies to a direct purge that lists by index shard (purge.direct_listing "
+                             f"= 'index'); this one is method {plan.method} listing through "
+                             f"{'S3' if plan.tuning.direct_listing == 's3' else 'RGW'} (nothing was changed)")
+        workers = workers or purge_cfg.workers
+        items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
+                      f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "
+                      f"admin node with: rgwkeeper purge {shlex.quote(bucket)} --join {plan.plan_id}") if items else ""
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
@@ -209,6 +245,9 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
             if as_json:
                 raise_to = prepared.raise_full_ratio
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
+                           "work_items": {"pool": cfg.daemon.pool, "object": f"purge.{plan.plan_id}",
+                                          "items": len(plan.profile.index_shards), "workers": workers}
+                           if items else None,
                            "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None,
                            "impact": purge_cfg.impact or None,
                            "full": prepared.full.to_dict() if prepared.full else None,
@@ -219,6 +258,8 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
                 if prepared.resuming:
                     click.echo(f"resuming at step {prepared.state.step + 1} (checkpoint {prepared.checkpoint.path})")  # type: ignore[union-attr]
                 click.echo("\n".join([*full_lines, *plan.show(io.rgw.argv)]))
+                if items_line:
+                    click.echo(items_line)
                 if impact_line:
                     click.echo(impact_line)
                 if capped:
@@ -240,14 +281,22 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
                          (f": about {human_duration(p.num_objects / cap)}" if whole else ""))
         if impact_line:
             lines.append(f"  {impact_line}")
+        if items_line:
+            lines.append(f"  {items_line}")
         lines += [f"  {line}" for line in full_lines]
-        with purge_api.ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal:
+        with purge_api.ratio_journal(io, cfg.daemon.pool, prepared.raise_full_ratio) as journal, \
+                contextlib.ExitStack() as stack:
             _confirm(lines, p.bucket, yes)
+            board = stack.enter_context(purge_api.open_board(
+                io.rados, plan.plan_id, pool=cfg.daemon.pool, lease_s=purge_cfg.item_lease_s,
+                create_pool=cfg.daemon.create_pool)) if items else None
+            if items_line:
+                click.echo(f"rgwkeeper: purge {plan.plan_id}: {items_line}", err=True)
             with _Bar(enabled=True) as bar:
                 textfile = metrics_textfile or purge_cfg.metrics_textfile
                 report = _run_async(purge_api.run, prepared, io, purge_cfg=purge_cfg, on_progress=bar.update,
                                     journal=journal, holder=purge_api.holder_name(), lease_s=cfg.daemon.lease_s,
-                                    textfile=Path(textfile) if textfile else None)
+                                    textfile=Path(textfile) if textfile else None, board=board, workers=workers)
     finally:
         purge_api.close_io(io)
     _report(report, as_json, plan)
@@ -255,6 +304,51 @@ def purge(bucket: str, prefix: str | None, older_than: float | None, larger_than
         failed = [c for c in report.checks if c.status == "failed"]
         raise PurgeFailed(f"purge {bucket}", "the end state is not clean: " +
                           "; ".join(f"{c.name}: {c.detail}" for c in failed))
+
+
+def _join(job_id: str, request: PurgeRequest, workers: int | None, yes: bool, as_json: bool,
+          kwargs: dict[str, Any]) -> None:
+    """``purge BUCKET --join ID``: this node's workers on a running purge's items."""
+    cfg, access = load_access(kwargs)
+    check_protected(request.bucket, cfg.purge.protected_buckets)
+    io = purge_api.open_io(access, cfg.purge)
+    try:
+        with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s) as board:
+            snap = board.read()
+            n = workers or cfg.purge.workers
+            done = sum(1 for i in snap.items if i.state == "done")
+            _confirm([f"About to join purge {job_id} of bucket {request.bucket}: {done} of {len(snap.items)} work "
+                      f"items done; {n} workers here delete what the items they take list"], request.bucket, yes)
+            with _Bar(enabled=True) as bar:
+                report = _run_async(purge_api.join, board, request, io, purge_cfg=cfg.purge, workers=n,
+                                    on_progress=bar.update)
+    finally:
+        purge_api.close_io(io)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    c = report.counters
+    click.echo(f"joined purge {report.plan_id} of {report.bucket} with {report.workers} workers: "
+               f"{c.get('objects_deleted', 0):,} objects, {human_bytes(c.get('bytes_deleted', 0))} deleted here in "
+               f"{report.elapsed_s:.1f} s; {report.items_done} of {report.items} items done (the purge that "
+               "started them drops the bucket and checks the end state)")
+    line = endpoints_line(report.rgw_endpoints)
+    if line:
+        click.echo("  " + line)
+
+
+def _status(job_id: str, bucket: str | None, as_json: bool, kwargs: dict[str, Any]) -> None:
+    """``purge --status ID``: the work items as they stand, from any node."""
+    cfg, access = load_access(kwargs)
+    with connected(access, rgw=NONE) as ca:
+        snap = purge_api.item_status(ca.rados, cfg.daemon.pool, job_id)
+    view = purge_api.items_view(snap, now=time.time())
+    if bucket is not None and bucket != view["bucket"]:
+        raise UsageError(f"purge {job_id} purges bucket {view['bucket']!r}, not {bucket!r}")
+    if as_json:
+        emit_json({"plan_id": job_id, **view})
+        return
+    click.echo("\n".join(render_items(job_id, view)))
 
 
 def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:

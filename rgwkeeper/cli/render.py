@@ -305,3 +305,33 @@ def endpoints_line(ends: list[dict[str, Any]]) -> str | None:
     return "RGW endpoints: " + "; ".join(
         f"{e['endpoint']} {e['requests']:,} requests ({e['per_s'] or 0:,.1f}/s"
         + (f", {e['failures']:,} could not connect)" if e["failures"] else ")") for e in ends)
+
+
+#: Items listed by ``purge --status`` besides the counts: those not done, first ones first.
+ITEM_ROWS = 20
+
+
+def render_items(job_id: str, view: Mapping[str, Any]) -> list[str]:
+    """``rgwkeeper purge --status ID`` as text."""
+    st, c = view["by_state"], view["counters"]
+    deleted = c.get("objects_deleted", 0)
+    total = view["objects_total"]
+    of = f" of {total:,}" if total else ""
+    eta = f"; about {human_duration(view['eta_s'])} left" if view["eta_s"] is not None else ""
+    lines = [f"purge {job_id} of bucket {view['bucket']} (id {view['bucket_id']}): {st['done']} of "
+             f"{len(view['items'])} work items done, {st['running']} running, {st['stalled']} stalled, "
+             f"{st['waiting']} waiting",
+             f"  objects deleted: {deleted:,}{of}, {human_bytes(c.get('bytes_deleted', 0))}; "
+             f"{view['objects_per_s']:,.0f}/s over {human_duration(view['elapsed_s'])}{eta}"]
+    if st["stalled"]:
+        lines.append(f"  stalled: no record within the {view['lease_s']:.0f} s lease; another worker takes such an "
+                     "item over when its lease runs out")
+    open_items = [i for i in view["items"] if i["state"] != "done"]
+    for i in open_items[:ITEM_ROWS]:
+        ago = f", last record {i['last_record_s_ago']:.0f} s ago" if i["last_record_s_ago"] is not None else ""
+        lines.append(f"  item {i['item']:>5} {i['shard']}: {i['state']}"
+                     + (f" by {i['worker']} (taken {i['takes']}x){ago}, {i['objects_deleted']:,} objects"
+                        if i["takes"] else ""))
+    if len(open_items) > ITEM_ROWS:
+        lines.append(f"  ... and {len(open_items) - ITEM_ROWS} more not done")
+    return lines

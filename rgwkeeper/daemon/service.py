@@ -26,7 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from rgwkeeper import reconcile
 from rgwkeeper.access import ClusterAccess, check_private
-from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter
+from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper.adapters.cephcli import CephCli
 from rgwkeeper.adapters.connect import ClusterAdapters, open_adapters
 from rgwkeeper.config import Config
@@ -96,17 +96,6 @@ def instance_lock(state_dir: Path, instance_id: str) -> int:
                          f"another rgwkeeper daemon with instance id {instance_id!r} runs on this host")
     except OSError as exc:
         raise UsageError(f"cannot use daemon.state_dir {state_dir}: {exc.strerror}") from None
-
-
-def ensure_pool(rados: RadosAdapter, pool: str, create: bool) -> None:
-    pools = rados.command({"prefix": "osd pool ls"}) or []
-    if pool in pools:
-        return
-    if not create:
-        raise UsageError(f"pool {pool!r} does not exist and daemon.create_pool is false; create it or set daemon.pool")
-    rados.command({"prefix": "osd pool create", "pool": pool, "pg_num": 8})
-    rados.command({"prefix": "osd pool application enable", "pool": pool, "app": "rgwkeeper"})
-    log.info("created pool", pool=pool)
 
 
 def expiry_runner(cfg: Config, access: ClusterAccess, journal: Journal,

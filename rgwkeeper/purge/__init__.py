@@ -14,11 +14,12 @@ not re-exported here: a package attribute named like a submodule would hide the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, AsyncContextManager, Callable, Iterator
 
@@ -26,7 +27,7 @@ import structlog
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.connect import REQUIRED, open_adapters
-from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter
+from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.config import Config, PurgeSection
 from rgwkeeper.errors import ClusterFull, UsageError
@@ -35,9 +36,11 @@ from rgwkeeper.journal import Journal
 from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge import impact
+from rgwkeeper.purge.board import Board, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.pacing import RateCap
-from rgwkeeper.purge.execute import Check, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
+from rgwkeeper.purge.execute import Check, JoinReport, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
+from rgwkeeper.purge.execute import join as _join
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
                                     plan_expiry)
@@ -50,7 +53,8 @@ from rgwkeeper.purge.textfile import ProgressTextfile
 
 log = structlog.get_logger("rgwkeeper.purge")
 
-__all__ = ["BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
+__all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "item_status", "items_view", "join", "open_board",
+           "request_differences", "uses_items", "valid_job_id", "worker_name", "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
            "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "impact", "open_io",
            "prepare", "raised_for", "ratio_journal", "run", "settings_from", "tuning_from"]
@@ -193,10 +197,12 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None,
               journal: Journal | None = None, holder: str = "", lease_s: float = 90.0,
-              textfile: Path | None = None) -> PurgeReport:
+              textfile: Path | None = None, board: Board | None = None, workers: int = 1) -> PurgeReport:
     """Execute a prepared purge under its checkpoint (lock, resume count, save). With a raise of
     the full ratio prepared, it is journaled in ``journal`` first and given back on every path.
-    ``textfile``: progress as Prometheus metrics there, for node exporter (purge.textfile)."""
+    ``textfile``: progress as Prometheus metrics there, for node exporter (purge.textfile).
+    ``board`` (``open_board``): its index-listed delete runs as work items in RADOS, ``workers``
+    at once here; other nodes may join (``join``)."""
     metrics = None
     if textfile is not None:
         p = prepared.plan
@@ -206,13 +212,15 @@ async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_pr
     failed = True
     try:
         if prepared.raise_full_ratio is None:
-            report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+            report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress, board=board,
+                                workers=workers)
         elif journal is None:
             raise ValueError("a raise of the full ratio needs the journal")
         else:
             async with fullratio.raised(io.rados, journal, prepared.raise_full_ratio, holder=holder, lease_s=lease_s,
                                         reason=f"purge of {prepared.plan.profile.bucket}"):
-                report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress)
+                report = await _run(prepared, io, purge_cfg=purge_cfg, on_progress=on_progress, board=board,
+                                    workers=workers)
         failed = not report.ok
         return report
     finally:
@@ -228,7 +236,9 @@ def _both(first: Callable[[Progress], None] | None, second: Callable[[Progress],
     return both
 
 
-async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:
+async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection,
+               on_progress: Callable[[Progress], None] | None = None, board: Board | None = None,
+               workers: int = 1) -> PurgeReport:
     store_dir = prepared.checkpoint.path.parent
     CheckpointStore(Path(store_dir)).ensure()
     cp = prepared.checkpoint
@@ -244,14 +254,105 @@ async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_p
             state = State(plan=prepared.plan.to_dict())
         cp.save(state)
         report = await _execute(prepared.plan, io, checkpoint=cp, state=state, settings=settings_from(purge_cfg),
-                                on_progress=on_progress)
+                                on_progress=on_progress, board=board, workers=workers)
         if report.ok:
-            # Verified clean: nothing to resume. (A failed one keeps its checkpoint.)
+            # Verified clean: nothing to resume. (A failed one keeps its checkpoint and its items.)
+            if board is not None:
+                await asyncio.to_thread(board.discard)
             cp.discard()
             cp.lock_path.unlink(missing_ok=True)
         return report
     finally:
         cp.unlock()
+
+
+# -- work items in RADOS: several workers, several nodes ------------------------------------------
+
+def uses_items(plan: Plan) -> bool:
+    """Whether the plan's delete runs as work items: the direct method listing by index shard."""
+    return plan.method == "direct" and plan.tuning.direct_listing == "index"
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def open_board(rados: RadosAdapter, job_id: str, *, pool: str, lease_s: float,
+               create_pool: bool | None = None) -> Iterator[Board]:
+    """The work items of purge ``job_id`` in ``pool`` (daemon.pool). ``create_pool``: a new purge
+    creates the pool if it is missing and allowed; None (join, status): a missing pool means no
+    such purge."""
+    if create_pool is None:
+        if pool not in (rados.command({"prefix": "osd pool ls"}) or []):
+            raise NoSuchJob(f"no purge {job_id!r}: the rgwkeeper pool {pool!r} (daemon.pool) does not exist")
+    else:
+        ensure_pool(rados, pool, create_pool)
+    store = ObjectStore(rados, pool)
+    try:
+        yield Board(store, job_id, worker=worker_name(), lease_s=int(lease_s))
+    finally:
+        store.close()
+
+
+async def join(board: Board, request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection, workers: int,
+               on_progress: Callable[[Progress], None] | None = None) -> JoinReport:
+    """Add ``workers`` workers to the running purge whose items ``board`` holds. ``request`` (this
+    command line) must be the purge's own: a difference is refused, named."""
+    snap = await asyncio.to_thread(board.read)
+    plan = Plan.from_dict(snap.spec["plan"])
+    differ = request_differences(request, plan.request)
+    if differ:
+        raise UsageError(f"--join {board.job_id}: this command line differs from the purge's: {'; '.join(differ)}; "
+                         "give the same bucket and filters (nothing was changed)")
+    if snap.done:
+        raise UsageError(f"purge {board.job_id}: every work item is done already; nothing to join")
+    return await _join(plan, io, board, workers=workers, settings=settings_from(purge_cfg), on_progress=on_progress)
+
+
+def request_differences(mine: PurgeRequest, theirs: PurgeRequest) -> list[str]:
+    """What differs between two requests, as "NAME: X here, Y in the purge"."""
+    a, b = asdict(mine), asdict(theirs)
+    return [f"{k}: {a[k]!r} here, {b[k]!r} in the purge" for k in a if a[k] != b[k]]
+
+
+def valid_job_id(text: str) -> bool:
+    """A purge id as Plan.plan_id makes it: 12 lowercase hex digits."""
+    return len(text) == 12 and all(c in "0123456789abcdef" for c in text)
+
+
+def items_view(snap: Snapshot, *, now: float) -> dict[str, Any]:
+    """The work items for ``purge --status``: each item's state, and the purge's objects, rate
+    and ETA. An item not done is running while its last record is within a lease, else stalled
+    (its worker died or is stuck: another takes it over once the lease runs out)."""
+    plan = snap.spec["plan"]
+    lease_s = float(snap.spec.get("lease_s", 30))
+    counters = snap.counters()
+    deleted = counters.get("objects_deleted", 0)
+    elapsed = max(0.0, now - float(snap.spec.get("created", now)))
+    rate = deleted / elapsed if elapsed > 0 else 0.0
+    whole = PurgeRequest(**plan["request"]).whole_bucket
+    total = int(plan["profile"]["num_objects"])
+    left = max(0, total - deleted) if whole else None
+    items = []
+    for i in snap.items:
+        ago = max(0.0, now - i.updated) if i.updated else None
+        state = i.state if i.state == "done" else "waiting" if not i.takes else \
+            "running" if ago is not None and ago <= lease_s else "stalled"
+        items.append({"item": i.n, "shard": i.shard, "state": state, "worker": i.worker, "takes": i.takes,
+                      "objects_deleted": i.counters.get("objects_deleted", 0),
+                      "last_record_s_ago": round(ago, 1) if ago is not None else None})
+    by_state = {k: sum(1 for i in items if i["state"] == k) for k in ("done", "running", "stalled", "waiting")}
+    return {"bucket": plan["profile"]["bucket"], "bucket_id": plan["profile"]["bucket_id"],
+            "request": plan["request"], "items": items, "by_state": by_state, "counters": counters,
+            "objects_total": total if whole else None, "objects_per_s": round(rate, 1), "elapsed_s": round(elapsed, 1),
+            "eta_s": round(left / rate, 1) if left is not None and rate > 0 else None, "lease_s": lease_s}
+
+
+def item_status(rados: RadosAdapter, pool: str, job_id: str) -> Snapshot:
+    """The work items of purge ``job_id`` as they stand (blocking)."""
+    with open_board(rados, job_id, pool=pool, lease_s=30) as board:
+        return board.read()
 
 
 # -- the full ratio raised for a run, and the configured expiry the daemon runs in-process --------

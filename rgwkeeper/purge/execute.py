@@ -32,6 +32,7 @@ from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
 from rgwkeeper.observe import read_full_state
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
+from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
@@ -44,8 +45,8 @@ from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
 from rgwkeeper.purge.verifier import Check, Verifier
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
-__all__ = ["Check", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
-           "STEP_HANDLERS", "execute"]
+__all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
+           "STEP_HANDLERS", "execute", "join"]
 
 log = structlog.get_logger("rgwkeeper.purge")
 PACED_LIST_PAGE = 200
@@ -133,8 +134,15 @@ class PurgeExecutor:
     def __init__(self, plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 board: Board | None = None, workers: int = 1) -> None:
         self.plan = plan
+        #: The purge's work items in RADOS (purge.board): an index-listed direct delete runs as
+        #: items taken by ``workers`` workers here and by any that join from other nodes.
+        self.board = board
+        self.workers = workers
+        self._count_own = True  # a page an item records also counts in this run's ledger
+        self._own_leases: set[str] = set()  # cookies of the items this process's workers hold
         self.io = io
         self.settings = settings
         self.time = Time(clock, sleep)
@@ -156,10 +164,8 @@ class PurgeExecutor:
                                         page_size=self._page_size) if plan.tuning.direct_listing == "index" else None
         self.s3_deleter = S3Deleter(io.s3, p.bucket, self.threads, self.ledger, self.cap)
         self._data = io.bulk(p.data_pool) if p.data_pool else None
-        self.heads = None if self._data is None else HeadDeleter(
-            self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes, window=n,
-            pacer=self.pacer if settings.paced else None, cap=self.cap, ledger=self.ledger,
-            limiter=Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock, sleep=sleep))
+        self._head_limiter = Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock, sleep=sleep)
+        self.heads = self._head_deleter(self.ledger)
         self.verifier = Verifier(p, rgw=io.rgw, bulk=io.bulk, lister=self.lister, created_at=plan.created_at,
                                  scan_max_objects=settings.verify_scan_max_objects)
         self.probe: Probe | None = None
@@ -167,6 +173,16 @@ class PurgeExecutor:
         self._s3_counts = io.s3.endpoints.counts()
         self._space_free_at: float | None = None
         self._step_s: dict[str, float] = {}
+
+    def _head_deleter(self, ledger: Ledger) -> HeadDeleter | None:
+        """The head deleter counting into ``ledger``; all of a run's share one limiter."""
+        p = self.plan.profile
+        if self._data is None:
+            return None
+        return HeadDeleter(self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes,
+                           window=self.plan.tuning.rados_ops_in_flight,
+                           pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
+                           limiter=self._head_limiter)
 
     @property
     def state(self) -> State:
@@ -351,6 +367,8 @@ class PurgeExecutor:
     # The main loop: list once, page by page (the next page is fetched while this one is
     # worked on), delete, and checkpoint each page once it and every page before it are done.
     async def _step_delete_objects(self, step: DeleteObjects, *, sweep: bool = False) -> None:
+        if self.board is not None and step.strategy == "direct" and not step.versions and not sweep:
+            return await self._delete_by_items(step)
         limiter = self._s3_limiter()
         still = self._still_matching(step.scope) if step.recheck else None
         # Head work of up to 3 pages overlaps (one stats while another removes).
@@ -368,13 +386,15 @@ class PurgeExecutor:
                 tasks = []
                 if step.strategy == "direct":
                     await page_slots.acquire()
-                    tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep)))
+                    assert self.heads is not None
+                    tasks.append(asyncio.create_task(self._direct_page(entries, page_slots, limiter, sweep,
+                                                                       self.heads, self.s3_deleter)))
                 else:
                     for chunk in chunks(entries, self._batch_keys()):
                         tasks.append(await self.s3_deleter.start(chunk, limiter, still))
                 pending.append((resume_at, tasks))
-                await self._settle(pending, block=False, sweep=sweep)
-            await self._settle(pending, block=True, sweep=sweep)
+                await self._settle(pending, block=False, done=None if sweep else self._done_through)
+            await self._settle(pending, block=True, done=None if sweep else self._done_through)
         finally:
             for _, tasks in pending:
                 for t in tasks:
@@ -382,19 +402,23 @@ class PurgeExecutor:
             await asyncio.gather(*(t for _, ts in pending for t in ts), return_exceptions=True)
 
     async def _direct_page(self, entries: list[Entry], page_slots: asyncio.Semaphore, limiter: Limiter,
-                           sweep: bool) -> None:
-        assert self.heads is not None
+                           sweep: bool, heads: HeadDeleter, s3_deleter: S3Deleter) -> None:
         try:
-            others = await self.heads.remove(entries, sweep=sweep)
+            others = await heads.remove(entries, sweep=sweep)
         finally:
             page_slots.release()
         batches = []
         for chunk in chunks(others, self._batch_keys()):
-            batches.append(await self.s3_deleter.start(chunk, limiter))
+            batches.append(await s3_deleter.start(chunk, limiter))
         await asyncio.gather(*batches)
 
+    async def _done_through(self, resume_at: dict[str, Any]) -> None:
+        self.ledger.done_through(resume_at)
+
     async def _settle(self, pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]], *, block: bool,
-                      sweep: bool) -> None:
+                      done: Callable[[dict[str, Any]], Awaitable[None]] | None) -> None:
+        """Pages whose work is finished, oldest first: each one's cursor goes to ``done`` (the
+        checkpoint, or the work item's record), never past a page still in flight."""
         while pending:
             resume_at, tasks = pending[0]
             if block:
@@ -404,9 +428,167 @@ class PurgeExecutor:
             for t in tasks:
                 t.result()  # a failed batch stops the purge here, before its page is checkpointed
             pending.popleft()
-            if not sweep:
-                self.ledger.done_through(resume_at)
+            if done is not None:
+                await done(resume_at)
             self.ledger.progress()
+
+    # -- work items (purge.board): one per index shard, taken under a lease -------------------
+    ITEMS_KEY = "counters_before_items"
+
+    async def _board(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """A board call (blocking RADOS) on a thread, retried through an outage by the run's policy."""
+        return await self.retry.call(f"work items {getattr(fn, '__name__', '')}",
+                                     lambda: asyncio.to_thread(fn, *args))
+
+    async def _delete_by_items(self, step: DeleteObjects) -> None:
+        """Publish the items (kept as they are on a resume), work them with this run's workers
+        until every item is done (workers joined from other nodes take some), then count what all
+        of them did: the drop's count check needs every worker's removals."""
+        assert self.board is not None
+        p = self.plan.profile
+        if self.ITEMS_KEY not in self.state.memo:
+            self.state.memo[self.ITEMS_KEY] = dict(self.counters)
+            self.ledger.save(force=True)
+        before = self.state.memo[self.ITEMS_KEY]
+        spec = {"plan_id": self.plan.plan_id, "plan": self.plan.to_dict(), "created": time.time(),
+                "lease_s": self.board.lease_s}
+        created = await self._board(self.board.publish, spec, list(p.index_shards))
+        log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
+                 created=created, workers=self.workers, board=self.board.oid)
+        await self.run_items(step, counted_from=before)
+        snap = await self._board(self.board.read)
+        self.counters.clear()
+        self.counters.update(_added(before, snap.counters()))
+
+    async def run_items(self, step: DeleteObjects, *, counted_from: dict[str, int] | None = None) -> None:
+        """Run ``self.workers`` workers until every item is done. ``counted_from``: show progress
+        as these counters plus every item's (the purge that owns the items); without it, this
+        process's own work (a joined worker)."""
+        self._count_own = counted_from is None
+        workers = [asyncio.ensure_future(self._worker(step, w)) for w in range(self.workers)]
+        watcher = asyncio.ensure_future(self._watch_items(counted_from)) if counted_from is not None else None
+        try:
+            await _first_failure(workers)
+        finally:
+            for t in [*workers, *([watcher] if watcher else [])]:
+                t.cancel()
+            await asyncio.gather(*workers, *([watcher] if watcher else []), return_exceptions=True)
+
+    async def _watch_items(self, before: dict[str, int]) -> None:
+        assert self.board is not None
+        while True:
+            await self.time.sleep(ITEMS_POLL_S)
+            try:
+                snap = await asyncio.to_thread(self.board.read)
+            except CephError:
+                continue
+            self.counters.clear()
+            self.counters.update(_added(before, snap.counters()))
+            self.ledger.progress()
+
+    async def _worker(self, step: DeleteObjects, w: int) -> None:
+        """Take items until none is left; an item another worker holds is waited for (its lease
+        may run out: then it is taken over here)."""
+        assert self.board is not None
+        board = self.board
+        while True:
+            lease = await self._board(board.take)
+            if lease is None:
+                snap = await self._board(board.read)
+                left = [i for i in snap.items if i.state != "done"]
+                if all(snap.owners.get(i.n) in self._own_leases for i in left):
+                    return  # done, or the rest is this process's other workers'
+                # Held by another process: it may die, and its lease run out; look again then.
+                await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
+                continue
+            log.info("purge item taken", plan=self.plan.plan_id, item=lease.item.n, shard=lease.item.shard,
+                     worker=w, takes=lease.item.takes, cursor=lease.item.cursor)
+            self._own_leases.add(lease.cookie)
+            try:
+                await self._run_item(step, lease)
+            except LeaseLost as exc:
+                log.warning("purge item lost: another worker goes on with it", plan=self.plan.plan_id,
+                            item=lease.item.n, why=exc.detail)
+                continue
+            except BaseException:
+                await asyncio.shield(asyncio.to_thread(board.release, lease))  # another worker may go on at once
+                raise
+            finally:
+                self._own_leases.discard(lease.cookie)
+
+    async def _run_item(self, step: DeleteObjects, lease: Lease) -> None:
+        """One shard listed and purged page by page, each page recorded in the item (cursor and
+        that page's counters, in one conditional write) once it and every page before it are done."""
+        assert self.board is not None and self._data is not None
+        board, item, p = self.board, lease.item, self.plan.profile
+        lister = IndexLister(self.io.bulk(p.index_pool), [item.shard], self.threads, page_size=self._page_size)
+        limiter = self._s3_limiter()
+        page_slots = asyncio.Semaphore(3)
+        pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
+
+        async def record(page: dict[str, Any]) -> None:
+            counted = page["ledger"].counters
+            for k, v in counted.items():
+                item.counters[k] = item.counters.get(k, 0) + v
+            if self._count_own:
+                self.ledger.count(**counted)
+            item.cursor = {"after": page["at"]["shards"][0]}
+            await self._board(board.record, lease)
+
+        async def work() -> None:
+            cursor = {"shards": [item.cursor["after"]]} if item.cursor else {}
+            try:
+                async for entries, resume_at in lister.pages(step.scope, cursor, filtered=step.recheck):
+                    # Each page counts apart: the item records a page's counts with its cursor, so a
+                    # worker that takes the item over counts nothing twice.
+                    ledger = Ledger(State(plan={}), None, interval_s=0, clock=self.time.clock)
+                    heads = self._head_deleter(ledger)
+                    assert heads is not None
+                    s3_deleter = S3Deleter(self.io.s3, p.bucket, self.threads, ledger, self.cap)
+                    await page_slots.acquire()
+                    task = asyncio.create_task(self._direct_page([e for e in entries if step.scope.matches(e)],
+                                                                 page_slots, limiter, False, heads, s3_deleter))
+                    pending.append(({"at": resume_at, "ledger": ledger}, [task]))
+                    await self._settle(pending, block=False, done=record)
+                await self._settle(pending, block=True, done=record)
+            finally:
+                for _, tasks in pending:
+                    for t in tasks:
+                        t.cancel()
+                await asyncio.gather(*(t for _, ts in pending for t in ts), return_exceptions=True)
+
+        job = asyncio.ensure_future(work())
+        keeper = asyncio.ensure_future(self._keep(lease))
+        try:
+            await asyncio.wait([job, keeper], return_when=asyncio.FIRST_COMPLETED)
+            if not job.done():
+                job.cancel()
+                await asyncio.gather(job, return_exceptions=True)
+                keeper.result()  # raises LeaseLost
+            job.result()
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+        await self._board(board.finish, lease)
+        log.info("purge item done", plan=self.plan.plan_id, item=item.n, counters=item.counters)
+
+    async def _keep(self, lease: Lease) -> None:
+        """Renew ``lease`` a few times within it; an outage is ridden out while the lease is still
+        valid on our clock, then the item's work stops (LeaseLost) before another can take it."""
+        assert self.board is not None
+        board = self.board
+        while True:
+            await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
+            while True:
+                try:
+                    await asyncio.to_thread(board.renew, lease)
+                    break
+                except LeaseLost:
+                    raise
+                except CephError as exc:
+                    if not board.valid(lease):
+                        raise LeaseLost(f"{board.oid} {lease.item.key}", f"could not renew: {exc}") from None
+                    await self.time.sleep(min(1.0, board.lease_s / 10))
 
     def _still_matching(self, scope: Scope) -> Callable[[Entry], bool]:
         """A filtered purge's re-check, just before the delete: each key that can be written
@@ -693,6 +875,22 @@ class PurgeExecutor:
         return shlex.join([*aws, "delete-bucket-lifecycle", "--bucket", b])
 
 
+ITEMS_POLL_S = 1.0  # the purge that owns the items reads every item's counters this often, for progress
+
+
+def _added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
+
+
+async def _first_failure(tasks: list[asyncio.Future[None]]) -> None:
+    """Wait for every task; the first to fail ends the wait with its exception."""
+    pending = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+        for t in done:
+            t.result()
+
+
 def batch_keys(pacer: Pacer, cap: RateCap, *, paced: bool) -> int:
     """Keys per DeleteObjects: 1000, or fewer while pacing holds the run back (one batch of
     1,000 deletes is itself a burst that ingest PUTs queue behind), and under a rate cap its
@@ -721,11 +919,52 @@ def pacing_probe(pacer: Pacer, settings: Settings, data: BulkObjects, oid: str, 
                  interval_s=settings.pace_probe_interval_s, clock=time_.clock, sleep=time_.sleep)
 
 
+@dataclass
+class JoinReport:
+    """What one joined process did for a purge whose items another runs."""
+
+    plan_id: str
+    bucket: str
+    workers: int
+    counters: dict[str, int]
+    elapsed_s: float
+    items: int  # items in the purge
+    items_done: int  # of them, done when this process left
+    rgw_endpoints: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def join(plan: Plan, io: PurgeIO, board: Board, *, workers: int, settings: Settings = Settings(),
+               on_progress: Callable[[Progress], None] | None = None,
+               sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> JoinReport:
+    """Work the items of a running purge (``board``) with ``workers`` workers until every item is
+    done; the purge that published them does everything else (the drop, the read-back)."""
+    if plan.tuning.max_objects_per_second > 0 or settings.paced or settings.max_objects_per_second > 0:
+        raise UsageError(f"purge {plan.plan_id} runs under a rate cap or pacing, which each process holds on its "
+                         "own: a joined worker would go past it; nothing was changed")
+    ex = PurgeExecutor(plan, io, checkpoint=None, settings=settings, on_progress=on_progress, board=board,
+                       workers=workers, sleep=sleep)
+    try:
+        await ex.run_items(plan.step(DeleteObjects))
+        snap = await ex._board(board.read)
+    finally:
+        ex.threads.close()
+    end = ex.time.clock()
+    return JoinReport(plan_id=plan.plan_id, bucket=plan.profile.bucket, workers=workers, counters=dict(ex.counters),
+                      elapsed_s=round(end - ex.t0, 3), items=len(snap.items),
+                      items_done=sum(1 for i in snap.items if i.state == "done"),
+                      rgw_endpoints=io.s3.endpoints.report(since=ex._s3_counts, elapsed_s=end - ex.t0))
+
+
 async def execute(plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
-                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None) -> PurgeReport:
-    """Run ``plan`` (resuming ``state`` if given) and return the read-back report."""
+                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None,
+                  board: Board | None = None, workers: int = 1) -> PurgeReport:
+    """Run ``plan`` (resuming ``state`` if given) and return the read-back report. ``board``: an
+    index-listed direct delete runs as work items there (purge.board), ``workers`` at once here."""
     return await PurgeExecutor(plan, io, checkpoint=checkpoint, state=state, settings=settings,
-                               on_progress=on_progress).run()
+                               on_progress=on_progress, board=board, workers=workers).run()
 
 
 #: Each step kind's handler; verify is run apart (it returns the end-state checks).

@@ -760,8 +760,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                                        calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
         steps.append(aborts)
         by_index = t.direct_listing == "index"
-        listing = (f"list the {len(p.index_shards)} index shards with librados, {SHARDS_AT_ONCE} at once"
-                   if by_index else "list once (ListObjectsV2)")
+        listing = (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
+                   "RADOS (several at once, any admin node may join)" if by_index else "list once (ListObjectsV2)")
         steps.append(DeleteObjects(
             summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "

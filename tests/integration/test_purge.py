@@ -268,13 +268,55 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
     killed_then_resumed(ceph_cluster, s3, bucket_name, tmp_path, method, config)
 
 
-def test_an_interrupted_purge_listing_the_index_resumes_from_its_shard_cursors(ceph_cluster, s3, bucket_name,
-                                                                              tmp_path):
-    """The index listing's cursor and resume do not depend on the release (its decoding, which
-    does, is checked on every release by the mixed-bucket test above)."""
-    killed_then_resumed(ceph_cluster, s3, bucket_name, tmp_path, "direct",
-                        'rados_ops_in_flight = 1\nlist_page_size = 20\ncheckpoint_interval = 0\n'
-                        'direct_listing = "index"\n')
+ITEMS_POOL = "rgwkeeper-test"  # the daemon tests' pool (daemon.pool): the work items live there
+
+
+def test_a_purge_run_as_work_items_survives_a_killed_worker_and_is_finished_by_a_join(ceph_cluster, s3,
+                                                                                     bucket_name, tmp_path):
+    """Index-listed, the delete runs as work items in RADOS (one per index shard). The purge kills
+    itself (SIGKILL) mid-item with its leases held; `purge --join ID` from another process takes
+    every other item, waits out the dead worker's leases, takes its items over from their last
+    recorded page, and finishes; `--status` shows it all from a third; the purge, run again,
+    finds the items done, drops the bucket with counts that agree, and removes the items."""
+    b, copies = bucket_name, bucket_name + "-copies"
+    s3.create_bucket(Bucket=b)
+    s3.create_bucket(Bucket=copies)
+    fill(s3, b, 600, size=512)
+    s3.copy_object(Bucket=copies, Key="c", CopySource={"Bucket": b, "Key": "obj/000007"})
+    marker = bucket_stats(ceph_cluster, b)["marker"]
+    config = ('direct_listing = "index"\nlist_page_size = 10\nitem_lease_s = 5\nrados_ops_in_flight = 1\n'
+              f'[daemon]\npool = "{ITEMS_POOL}"\n')
+    argv = cli_argv(ceph_cluster, tmp_path, "purge", b, "--workers", "2", "--yes", "--json", config=config)
+    env = {**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_AFTER_RECORDS": "3"}
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=240)
+    assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
+    job = json.loads(cp_file.read_text())["plan"]["plan_id"]
+    assert f"--join {job}" in proc.stderr  # the purge says how to join it
+
+    before = json.loads(cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=config).stdout)
+    taken = [i for i in before["items"] if i["state"] != "done" and i["takes"]]
+    assert taken and 0 < before["counters"]["objects_deleted"] < 600, before["by_state"]
+    differs = cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "obj/", "--join", job, "--yes", config=config,
+                  check=False)
+    assert differs.returncode == 2 and "prefix: 'obj/' here, None in the purge" in differs.stderr
+
+    joined = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--join", job, "--workers", "2", "--yes", "--json",
+                            config=config).stdout)
+    assert joined["items_done"] == joined["items"] == len(before["items"]), joined
+    after = json.loads(cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=config).stdout)
+    assert after["by_state"]["done"] == len(after["items"])
+    assert all(after["items"][i["item"]]["takes"] == 2 for i in taken)  # taken over, not started again
+    assert after["counters"]["objects_deleted"] == 600  # each page counted once, with its cursor
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json", config=config).stdout)
+    assert doc["ok"] and doc["resumed"] == 1, doc["checks"]
+    assert doc["counters"]["objects_deleted"] == 600 and "sweeps" not in doc["counters"], doc["counters"]
+    assert bucket_stats(ceph_cluster, b) is None
+    assert_nothing_left(ceph_cluster, marker)
+    assert s3.get_object(Bucket=copies, Key="c")["Body"].read() == b"x" * 512  # outside the bucket: untouched
+    gone = cli(ceph_cluster, tmp_path, "purge", "--status", job, config=config, check=False)
+    assert gone.returncode == 2 and f"no purge {job!r}" in gone.stderr  # a verified purge removes its items
 
 
 def killed_then_resumed(ceph_cluster, s3, b: str, tmp_path: Path, method: str, config: str) -> None:
@@ -296,7 +338,6 @@ def killed_then_resumed(ceph_cluster, s3, b: str, tmp_path: Path, method: str, c
     (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
     cursor = json.loads(cp_file.read_text())["cursor"]
     assert cursor, "killed after a checkpoint with a cursor"
-    assert ("shards" in cursor) == ("index" in config), cursor  # the index listing's own cursor
     stats = bucket_stats(ceph_cluster, b)
     assert stats is not None and stats["usage"].get("rgw.main", {}).get("num_objects", 0) > 0  # really interrupted
 

@@ -722,3 +722,99 @@ def purge_io(world: World, tmp_path: Path) -> tuple[PurgeIO, dict[str, FakeBulk]
     io = PurgeIO(rgw=RadosgwAdmin(access, runner=FakeRunner(world)), s3=FakeS3(world),  # type: ignore[arg-type]
                  rados=FakeRados(world), bulk=bulk, admin_api=FakeAdminApi(world))  # type: ignore[arg-type]
     return io, bulks
+
+
+class FakeOsd:
+    """Objects with omap and cls_lock exclusive locks as one OSD keeps them, on an injected clock,
+    for several RADOS clients (``FakeBoardStore``). As Ceph does: a lock held by another locker
+    (client and cookie) is EBUSY even for the same client with another cookie; a lock lasts its
+    duration on the OSD's clock and is gone after it; omap_cmp on a missing object fails
+    (ENOENT) and a missing key compares as ""; removing an object drops its locks. Faults:
+    ``unreachable`` (every call times out, nothing lands) and ``lose_next_write`` (the next
+    write lands, its reply is lost)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.omaps: dict[str, dict[str, str]] = {}
+        self.locks: dict[tuple[str, str], dict[tuple[str, str], tuple[str, float]]] = {}
+        self.unreachable = False
+        self.lose_next_write = False
+        self.writes: list[tuple[str, str, str]] = []  # (client, obj, what) of every write that landed
+
+    def live(self, obj: str, name: str) -> dict[tuple[str, str], tuple[str, float]]:
+        lockers = self.locks.setdefault((obj, name), {})
+        for k, (_, expires) in list(lockers.items()):
+            if expires <= self.clock():
+                del lockers[k]
+        return lockers
+
+    def call(self, what: str) -> None:
+        from rgwkeeper.errors import CephTimeout
+
+        if self.unreachable:
+            raise CephTimeout(what, "no answer within 10 s")
+
+    def landed(self, client: str, obj: str, what: str) -> None:
+        from rgwkeeper.errors import CephTimeout
+
+        self.writes.append((client, obj, what))
+        if self.lose_next_write:
+            self.lose_next_write = False
+            raise CephTimeout(f"{obj} {what}", "no answer within 10 s")
+
+
+class FakeBoardStore:
+    """One RADOS client's view of a ``FakeOsd`` (what purge.board needs of ObjectStore)."""
+
+    def __init__(self, osd: FakeOsd, client: str) -> None:
+        self.osd = osd
+        self.client = client
+
+    def omap_get_all(self, obj: str) -> dict[str, str]:
+        self.osd.call(f"{obj} omap get")
+        return dict(self.osd.omaps.get(obj, {}))
+
+    def omap_set(self, obj: str, values: dict[str, str]) -> None:
+        self.osd.call(f"{obj} omap set")
+        self.osd.omaps.setdefault(obj, {}).update(values)
+        self.osd.landed(self.client, obj, "omap set")
+
+    def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool:
+        if new is None:
+            raise UnexpectedCall("the board never removes a key")
+        return self.omap_set_if(obj, key, expected, {key: new})
+
+    def omap_set_if(self, obj: str, key: str, expected: str, values: dict[str, str]) -> bool:
+        self.osd.call(f"{obj} omap update {key}")
+        omap = self.osd.omaps.get(obj)
+        if omap is None or omap.get(key, "") != expected:
+            return False
+        omap.update(values)
+        self.osd.landed(self.client, obj, "set spec" if "spec" in values else f"set {sorted(values)[0]}")
+        return True
+
+    def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int) -> None:
+        from rgwkeeper.adapters.rados import LockBusy
+
+        self.osd.call(f"{obj} lock {name}")
+        lockers = self.osd.live(obj, name)
+        me = (self.client, cookie)
+        if any(k != me for k in lockers):
+            raise LockBusy(f"{obj} lock {name}", "held by another client")
+        lockers[me] = (desc, self.osd.clock() + duration_s)  # may-renew: the same locker renews
+        self.osd.omaps.setdefault(obj, {})  # cls_lock creates the object
+        self.osd.landed(self.client, obj, f"lock {name}")
+
+    def unlock(self, obj: str, name: str, cookie: str) -> None:
+        if self.osd.unreachable:
+            return  # ObjectStore.unlock swallows its errors: the lease then runs out
+        self.osd.live(obj, name).pop((self.client, cookie), None)
+
+    def remove(self, obj: str) -> None:
+        self.osd.call(f"{obj} remove")
+        self.osd.omaps.pop(obj, None)
+        for key in [k for k in self.osd.locks if k[0] == obj]:
+            del self.osd.locks[key]
+
+    def holders(self, obj: str, name: str) -> list[str]:
+        return [c for (c, _k) in self.osd.live(obj, name)]

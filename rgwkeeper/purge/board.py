@@ -1,0 +1,236 @@
+"""A purge's work items in RADOS: one object per purge, ``purge.<plan id>`` in the rgwkeeper pool
+(daemon.pool), that any admin node reaches. Its omap holds the purge's spec and one entry per
+item (an index shard to list and purge, its cursor, its counters, its state); an item is taken
+under a cls_lock lease named after it, so a worker on any node can run it, and a worker that dies
+or stops renewing loses it when the lease runs out (on the OSD's clock, so a host whose clock
+is off neither keeps nor loses a lease early).
+
+Progress is written only by the item's current owner: ``owner.<n>`` holds the cookie of the
+lease that took it, and every record compares it in the same write op (omap_cmp). A worker
+whose lease was taken over gets a failed compare, stops that item and writes nothing more; the
+new owner reads the item after it set ``owner.<n>``, so it resumes from the last page the old one
+recorded. docs/purge.md, "Work items in RADOS".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+from rgwkeeper.adapters.rados import LockBusy
+from rgwkeeper.errors import CephError, UsageError
+
+FORMAT = 1
+SPEC_KEY = "spec"
+#: Stop using a lease this fraction of it before it runs out (slow calls, the OSD's clock).
+SAFETY_MARGIN = 0.25
+#: The lease is renewed this many times within it.
+RENEWALS_PER_LEASE = 3
+
+TODO, DONE = "todo", "done"
+
+# Fault injection for the kill-and-take-over tests (as checkpoint.CRASH_ENV): the process kills
+# itself (SIGKILL, nothing released) right after its N-th record of a page with a cursor.
+CRASH_ENV = "RGWKEEPER_INJECT_CRASH_AFTER_RECORDS"
+
+
+def board_oid(job_id: str) -> str:
+    return f"purge.{job_id}"
+
+
+class BoardStore(Protocol):
+    """What the board needs of RADOS (adapters.rados.ObjectStore)."""
+
+    def omap_get_all(self, obj: str) -> dict[str, str]: ...
+    def omap_set(self, obj: str, values: dict[str, str]) -> None: ...
+    def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool: ...
+    def omap_set_if(self, obj: str, key: str, expected: str, values: dict[str, str]) -> bool: ...
+    def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int) -> None: ...
+    def unlock(self, obj: str, name: str, cookie: str) -> None: ...
+    def remove(self, obj: str) -> None: ...
+
+
+class NoSuchJob(UsageError):
+    """No purge with this id has work items in the pool."""
+
+
+class LeaseLost(CephError):
+    """Another worker took the item (our lease ran out or could not be renewed in time)."""
+
+
+@dataclass
+class Item:
+    n: int
+    shard: str
+    state: str = TODO
+    cursor: dict[str, Any] = field(default_factory=dict)  # {"after": key} within the shard
+    counters: dict[str, int] = field(default_factory=dict)
+    worker: str = ""  # the last worker that took it
+    takes: int = 0  # how many times it was taken: more than 1 is a takeover or a resume
+    updated: float = 0.0  # wall clock of its last record, for status only
+
+    @property
+    def key(self) -> str:
+        return f"item.{self.n:06d}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> "Item":
+        return cls(**json.loads(raw))
+
+
+@dataclass
+class Snapshot:
+    """The board as read at one moment."""
+
+    spec: dict[str, Any]
+    items: list[Item]
+    owners: dict[int, str]  # item -> the cookie of the lease that last took it
+
+    @property
+    def done(self) -> bool:
+        return all(i.state == DONE for i in self.items)
+
+    def counters(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in self.items:
+            for k, v in i.counters.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec, "items": [asdict(i) for i in self.items], "counters": self.counters()}
+
+
+@dataclass
+class Lease:
+    """One item held by this worker: valid on our own monotonic clock until ``valid_until``."""
+
+    item: Item
+    cookie: str
+    valid_until: float
+
+
+class Board:
+    """The work items of one purge. Every method blocks (RADOS calls): run them on a thread."""
+
+    def __init__(self, store: BoardStore, job_id: str, *, worker: str, lease_s: int,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        if lease_s < 3:
+            raise ValueError("a work item's lease must be at least 3 s")
+        self.store = store
+        self.job_id = job_id
+        self.oid = board_oid(job_id)
+        self.worker = worker
+        self.lease_s = int(lease_s)
+        self.clock = clock
+        self.wall = wall
+        self._crash_after = int(os.environ.get(CRASH_ENV) or 0)
+        self._records = 0
+
+    # -- the spec and the items ---------------------------------------------------------------
+    def publish(self, spec: Mapping[str, Any], shards: list[str]) -> bool:
+        """Create the items, one per shard, unless this purge has them already (a resumed run:
+        they are kept as they stand). True if created now."""
+        body = json.dumps({"format": FORMAT, **spec}, sort_keys=True)
+        self.store.omap_set(self.oid, {})  # the object must exist for the compare below
+        items = {i.key: i.to_json() for i in (Item(n, s) for n, s in enumerate(shards))}
+        if self.store.omap_set_if(self.oid, SPEC_KEY, "", {SPEC_KEY: body, **items}):
+            return True
+        have = self.read().spec
+        if have.get("plan_id") != spec.get("plan_id"):
+            raise CephError(f"{self.oid}", f"holds purge {have.get('plan_id')!r}, not {spec.get('plan_id')!r}")
+        return False
+
+    def read(self) -> Snapshot:
+        raw = self.store.omap_get_all(self.oid)
+        if SPEC_KEY not in raw:
+            raise NoSuchJob(f"no purge {self.job_id!r} has work items in the rgwkeeper pool: check the id "
+                            "(rgwkeeper purge prints it when it starts) and daemon.pool")
+        spec = json.loads(raw[SPEC_KEY])
+        if spec.pop("format", None) != FORMAT:
+            raise UsageError(f"purge {self.job_id}'s work items are in another format; finish it with the "
+                             "rgwkeeper version that started it")
+        items = sorted((Item.from_json(v) for k, v in raw.items() if k.startswith("item.")), key=lambda i: i.n)
+        owners = {int(k.split(".", 1)[1]): v for k, v in raw.items() if k.startswith("owner.")}
+        return Snapshot(spec=spec, items=items, owners=owners)
+
+    # -- leases -------------------------------------------------------------------------------
+    def take(self, skip: frozenset[int] = frozenset()) -> Lease | None:
+        """Take an item that is not done and that no live lease holds; None if there is none now."""
+        snap = self.read()
+        for item in snap.items:
+            if item.state == DONE or item.n in skip:
+                continue
+            cookie = uuid.uuid4().hex
+            t0 = self.clock()
+            try:
+                self.store.lock_exclusive(self.oid, item.key, cookie, self.worker, self.lease_s)
+            except LockBusy:
+                continue
+            # Only the lease holder writes owner.<n>: set it, then read the item as it stands
+            # now (a previous owner may have recorded a page until this moment).
+            owner_key = f"owner.{item.n}"
+            if not self.store.omap_update_if(self.oid, owner_key, snap.owners.get(item.n, ""), cookie):
+                self.store.unlock(self.oid, item.key, cookie)
+                continue
+            now = self.read()
+            current = next(i for i in now.items if i.n == item.n)
+            if current.state == DONE:
+                self.store.unlock(self.oid, item.key, cookie)
+                continue
+            lease = Lease(current, cookie, self._valid_from(t0))
+            current.takes += 1
+            current.worker = self.worker
+            self.record(lease)
+            return lease
+        return None
+
+    def _valid_from(self, t0: float) -> float:
+        return t0 + self.lease_s * (1 - SAFETY_MARGIN)
+
+    def valid(self, lease: Lease) -> bool:
+        return self.clock() < lease.valid_until
+
+    def renew(self, lease: Lease) -> None:
+        """Renew the lease (cls_lock with may-renew). LeaseLost if another worker holds it."""
+        if not self.valid(lease):
+            raise LeaseLost(f"{self.oid} {lease.item.key}", "the lease ran out before it was renewed")
+        t0 = self.clock()
+        try:
+            self.store.lock_exclusive(self.oid, lease.item.key, lease.cookie, self.worker, self.lease_s)
+        except LockBusy:
+            raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker") from None
+        lease.valid_until = self._valid_from(t0)
+
+    def record(self, lease: Lease) -> None:
+        """Write the item (its cursor, counters, state) while we still own it; LeaseLost if not."""
+        if not self.valid(lease):
+            raise LeaseLost(f"{self.oid} {lease.item.key}", "the lease ran out before the record")
+        lease.item.updated = self.wall()
+        if not self.store.omap_set_if(self.oid, f"owner.{lease.item.n}", lease.cookie,
+                                      {lease.item.key: lease.item.to_json()}):
+            raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker")
+        if self._crash_after and lease.item.cursor.get("after"):
+            self._records += 1
+            if self._records >= self._crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def finish(self, lease: Lease) -> None:
+        lease.item.state = DONE
+        self.record(lease)
+        self.release(lease)
+
+    def release(self, lease: Lease) -> None:
+        self.store.unlock(self.oid, lease.item.key, lease.cookie)
+
+    def discard(self) -> None:
+        """Remove the items: the purge is done and verified."""
+        self.store.remove(self.oid)
