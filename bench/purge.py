@@ -10,7 +10,9 @@ multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
 - ``rgwkeeper``: ``rgwkeeper purge``'s automatic choice, through its Python API, plan included;
 - ``rgwkeeper-index``: the same with ``purge.direct_listing = "index"`` (the direct method lists
   the index shards with librados instead of ListObjectsV2, each shard a work item in RADOS,
-  ``purge.workers`` of them at once); ``rgwkeeper-index-wN``: the same with N workers;
+  ``purge.workers`` of them at once); ``rgwkeeper-index-wN``: the same with N workers; any
+  rgwkeeper method with ``-2rgw`` appended: the same over two RGWs of the zone (the harness's
+  second RGW is started for the run);
 - ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
   and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
 
@@ -41,6 +43,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 STOCK = ("s3-one-batch", "admin-purge", "admin-purge-bypass-gc")
+#: rgwkeeper, rgwkeeper-index, rgwkeeper-index-wN (N workers), each perhaps with -2rgw (two RGWs).
+RGWKEEPER_METHOD = r"rgwkeeper(-index(?:-w([1-9]|[1-5][0-9]|6[0-4]))?)?(-2rgw)?"
 DATA_POOL = "default.rgw.buckets.data"
 
 
@@ -120,7 +124,8 @@ class Bench:
         self.admin("bucket", "rm", "--bucket", bucket, "--purge-objects", *(["--bypass-gc"] if bypass else []))
         return time.monotonic()
 
-    def rgwkeeper(self, bucket: str, listing: str = "s3", workers: int | None = None) -> dict[str, Any]:
+    def rgwkeeper(self, bucket: str, listing: str = "s3", workers: int | None = None,
+                  more_endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
         from rgwkeeper import config as config_mod
         from rgwkeeper import purge as purge_api
         from rgwkeeper.access import ClusterAccess
@@ -130,7 +135,7 @@ class Bench:
                                           **({"workers": workers} if workers else {})}})
         access = ClusterAccess(conf=self.info.conf, keyring=self.info.keyring, client_name="client.admin",
                                rgw_endpoint=self.info.rgw_endpoint, rgw_credentials_file=self.info.credentials_file,
-                               timeout_s=30)
+                               timeout_s=30, rgw_more_endpoints=more_endpoints)
         io = purge_api.open_io(access, cfg.purge)
         try:
             t0 = time.monotonic()
@@ -187,10 +192,11 @@ class Bench:
         rados_objects = self.rados_ls(marker + "_")
         row: dict[str, Any] = {"method": method, "objects": len(sizes), "rados_objects": rados_objects, "load": load}
         t0 = time.monotonic()
-        if method == "rgwkeeper" or method.startswith("rgwkeeper-index"):
-            workers = method.split("-w", 1)[1] if "-w" in method else None
-            out = self.rgwkeeper(bucket, "index" if method != "rgwkeeper" else "s3",
-                                 int(workers) if workers else None)
+        if method.startswith("rgwkeeper"):
+            m = re.fullmatch(RGWKEEPER_METHOD, method)
+            assert m is not None, method
+            out = self.rgwkeeper(bucket, "index" if m.group(1) else "s3", int(m.group(2)) if m.group(2) else None,
+                                 (self.info.rgw2_endpoint,) if m.group(3) else ())
             row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
                        chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"])
         else:
@@ -253,11 +259,10 @@ def main() -> None:
     p.add_argument("--methods", default=",".join((*STOCK, "rgwkeeper", "rados-floor")))
     args = p.parse_args()
     methods = args.methods.split(",")
-    unknown = [m for m in methods if m not in (*STOCK, "rgwkeeper", "rgwkeeper-index", "rados-floor")
-               and not re.fullmatch(r"rgwkeeper-index-w([1-9]|[1-5][0-9]|6[0-4])", m)]
+    unknown = [m for m in methods if m not in (*STOCK, "rados-floor") and not re.fullmatch(RGWKEEPER_METHOD, m)]
     if unknown:
         p.error(f"unknown method {unknown[0]!r}: {', '.join(STOCK)}, rgwkeeper, rgwkeeper-index, "
-                "rgwkeeper-index-wN (N workers, 1 to 64), rados-floor")
+                "rgwkeeper-index-wN (N workers, 1 to 64), any rgwkeeper one with -2rgw, rados-floor")
     rng = random.Random(args.seed)
     lo, hi = parse_range(args.small_sizes)
     small = [rng.randint(lo, hi) for _ in range(args.small)]
@@ -278,6 +283,10 @@ def main() -> None:
         os.environ["PATH"] = info.env()["PATH"]
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-purge-")))
         b = Bench(info, workdir)
+        if any(m.endswith("-2rgw") for m in methods):
+            from integration.cluster import second_rgw
+
+            stack.enter_context(second_rgw(info))
         out: dict[str, Any] = {}
         if small:
             out["small"] = run_set(b, "small", small, None, methods, args.repeat, log)

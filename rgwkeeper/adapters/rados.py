@@ -46,6 +46,10 @@ def _default_factory(access: ClusterAccess) -> RadosLike:
     return rados.Rados(conffile=str(access.conf), name=access.client_name, conf=conf)
 
 
+#: How long close() waits for calls still running before it shuts librados down.
+CLOSE_WAIT_S = 5.0
+
+
 class RadosAdapter:
     """One librados connection. Use :meth:`connect` first and :meth:`close` at the end."""
 
@@ -57,9 +61,11 @@ class RadosAdapter:
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._cluster: RadosLike | None = None
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
-        """Run a blocking librados call on this adapter's threads, tracked until it returns."""
-        fut = self._pool.submit(fn, *args)
+    def submit(self, fn: Callable[..., Any], *args: Any,
+               executor: concurrent.futures.Executor | None = None) -> concurrent.futures.Future[Any]:
+        """Run a blocking librados call on this adapter's threads (or ``executor``'s), tracked
+        until it returns."""
+        fut = (executor or self._pool).submit(fn, *args)
         self._inflight.add(fut)
         fut.add_done_callback(self._inflight.discard)
         return fut
@@ -100,6 +106,11 @@ class RadosAdapter:
         self._cluster = cluster
 
     def close(self) -> None:
+        # librados must not be shut down under a call still running on another thread (an ioctx
+        # close submitted just before, a last omap write): give those a bounded moment first.
+        running = [f for f in self._inflight if not f.done()]
+        if running and self._cluster is not None:
+            concurrent.futures.wait(running, timeout=CLOSE_WAIT_S)
         if self._cluster is not None:
             try:
                 self._cluster.shutdown()
@@ -213,21 +224,28 @@ class ObjectStore:
     these few small omap and lock writes are what Ceph's reserve above the full ratio is for.
     """
 
-    def __init__(self, rados: RadosAdapter, pool: str) -> None:
+    def __init__(self, rados: RadosAdapter, pool: str, *, threads: int = 0) -> None:
         self.rados = rados
         self.pool = pool
         self._ioctx: Any = None
+        self._open_lock = threading.Lock()
+        #: ``threads`` > 0: calls run on threads of their own, not queued behind the adapter's
+        #: other work (a purge's lease renewals behind its page removals).
+        self._own = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="rados-store") \
+            if threads > 0 else None
 
     def _run(self, what: str, fn: Callable[[Any], Any]) -> Any:
         def call() -> Any:
             import rados as rados_mod
 
             try:
-                if self._ioctx is None:
-                    if self.rados._cluster is None:
-                        raise CephError(what, "not connected")
-                    self._ioctx = full_try(self.rados._cluster.open_ioctx(self.pool))  # type: ignore[attr-defined]
-                return fn(self._ioctx)
+                with self._open_lock:  # calls from several threads share one ioctx
+                    if self._ioctx is None:
+                        if self.rados._cluster is None:
+                            raise CephError(what, "not connected")
+                        self._ioctx = full_try(self.rados._cluster.open_ioctx(self.pool))  # type: ignore[attr-defined]
+                    ioctx = self._ioctx
+                return fn(ioctx)
             except rados_mod.ObjectNotFound as exc:
                 raise _NotFoundError(f"{self.pool}/{what}", str(exc)[:200], ret=-errno.ENOENT) from None
             except rados_mod.ObjectBusy:
@@ -241,7 +259,7 @@ class ObjectStore:
                     raise _CompareFailed(f"{self.pool}/{what}", "compare failed", ret=-code) from None
                 raise CephError(f"{self.pool}/{what}", str(exc)[:200], ret=-code if code else None) from None
 
-        fut = self.rados.submit(call)
+        fut = self.rados.submit(call, executor=self._own)
         try:
             return fut.result(timeout=self.rados.access.timeout_s + 2)
         except concurrent.futures.TimeoutError:
@@ -347,7 +365,9 @@ class ObjectStore:
     def close(self) -> None:
         if self._ioctx is not None:
             ioctx, self._ioctx = self._ioctx, None
-            self.rados.submit(ioctx.close)
+            self.rados.submit(ioctx.close, executor=self._own)
+        if self._own is not None:
+            self._own.shutdown(wait=False)
 
 
 class _NotFoundError(CephError):

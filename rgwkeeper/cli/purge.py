@@ -225,7 +225,8 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         workers = workers or purge_cfg.workers
         items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
                       f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "
-                      f"admin node with: rgwkeeper purge {shlex.quote(bucket)} --join {plan.plan_id}") if items else ""
+                      f"admin node with: rgwkeeper purge {shlex.quote(bucket)} --join {plan.plan_id}"
+                      + (f" --method {request.method}" if request.method != "auto" else "")) if items else ""
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
@@ -289,7 +290,7 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
             _confirm(lines, p.bucket, yes)
             board = stack.enter_context(purge_api.open_board(
                 io.rados, plan.plan_id, pool=cfg.daemon.pool, lease_s=purge_cfg.item_lease_s,
-                create_pool=cfg.daemon.create_pool)) if items else None
+                create_pool=cfg.daemon.create_pool, workers=workers)) if items else None
             if items_line:
                 click.echo(f"rgwkeeper: purge {plan.plan_id}: {items_line}", err=True)
             with _Bar(enabled=True) as bar:
@@ -313,9 +314,10 @@ def _join(job_id: str, request: PurgeRequest, workers: int | None, yes: bool, as
     check_protected(request.bucket, cfg.purge.protected_buckets)
     io = purge_api.open_io(access, cfg.purge)
     try:
-        with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s) as board:
+        n = workers or cfg.purge.workers
+        with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s,
+                                  workers=n) as board:
             snap = board.read()
-            n = workers or cfg.purge.workers
             done = sum(1 for i in snap.items if i.state == "done")
             _confirm([f"About to join purge {job_id} of bucket {request.bucket}: {done} of {len(snap.items)} work "
                       f"items done; {n} workers here delete what the items they take list"], request.bucket, yes)

@@ -30,7 +30,7 @@ from rgwkeeper.adapters.connect import REQUIRED, open_adapters
 from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.config import Config, PurgeSection
-from rgwkeeper.errors import ClusterFull, UsageError
+from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
 from rgwkeeper.observe import read_full_state
@@ -257,10 +257,14 @@ async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection,
                                 on_progress=on_progress, board=board, workers=workers)
         if report.ok:
             # Verified clean: nothing to resume. (A failed one keeps its checkpoint and its items.)
-            if board is not None:
-                await asyncio.to_thread(board.discard)
             cp.discard()
             cp.lock_path.unlink(missing_ok=True)
+            if board is not None:
+                try:
+                    await asyncio.to_thread(board.discard)
+                except CephError as exc:  # the bucket is gone and checked: only the items are left
+                    log.warning(f"purge {board.job_id} is done, but its work items could not be removed; remove "
+                                f"them with: rados -p <daemon.pool> rm {board.oid}", error=str(exc)[:200])
         return report
     finally:
         cp.unlock()
@@ -279,7 +283,7 @@ def worker_name() -> str:
 
 @contextlib.contextmanager
 def open_board(rados: RadosAdapter, job_id: str, *, pool: str, lease_s: float,
-               create_pool: bool | None = None) -> Iterator[Board]:
+               create_pool: bool | None = None, workers: int = 4) -> Iterator[Board]:
     """The work items of purge ``job_id`` in ``pool`` (daemon.pool). ``create_pool``: a new purge
     creates the pool if it is missing and allowed; None (join, status): a missing pool means no
     such purge."""
@@ -288,7 +292,7 @@ def open_board(rados: RadosAdapter, job_id: str, *, pool: str, lease_s: float,
             raise NoSuchJob(f"no purge {job_id!r}: the rgwkeeper pool {pool!r} (daemon.pool) does not exist")
     else:
         ensure_pool(rados, pool, create_pool)
-    store = ObjectStore(rados, pool)
+    store = ObjectStore(rados, pool, threads=2 * workers + 4)  # takes, records, renewals: not behind page work
     try:
         yield Board(store, job_id, worker=worker_name(), lease_s=int(lease_s))
     finally:
@@ -300,14 +304,34 @@ async def join(board: Board, request: PurgeRequest, io: PurgeIO, *, purge_cfg: P
     """Add ``workers`` workers to the running purge whose items ``board`` holds. ``request`` (this
     command line) must be the purge's own: a difference is refused, named."""
     snap = await asyncio.to_thread(board.read)
-    plan = Plan.from_dict(snap.spec["plan"])
+    plan = _stored_plan(board, snap)
     differ = request_differences(request, plan.request)
     if differ:
         raise UsageError(f"--join {board.job_id}: this command line differs from the purge's: {'; '.join(differ)}; "
                          "give the same bucket and filters (nothing was changed)")
     if snap.done:
         raise UsageError(f"purge {board.job_id}: every work item is done already; nothing to join")
-    return await _join(plan, io, board, workers=workers, settings=settings_from(purge_cfg), on_progress=on_progress)
+    # The same bucket, not one re-created under its name since the purge began (its S3 deletes
+    # go by name): the bucket's id must still be the plan's.
+    try:
+        stats = await io.admin_api.bucket_stats(plan.profile.bucket)
+    except NotFound:
+        stats = {}
+    if stats.get("id") != plan.profile.bucket_id:
+        raise UsageError(f"--join {board.job_id}: bucket {plan.profile.bucket!r} is "
+                         + (f"now id {stats['id']}" if stats.get("id") else "gone")
+                         + f", not the purge's {plan.profile.bucket_id}; nothing was changed")
+    board.lease_s = int(snap.spec["lease_s"])  # the purge's lease, whatever this node's config says
+    return await _join(plan, io, board, workers=workers, settings=settings_from(purge_cfg), on_progress=on_progress,
+                       spec=snap.spec)
+
+
+def _stored_plan(board: Board, snap: Snapshot) -> Plan:
+    try:
+        return Plan.from_dict(snap.spec["plan"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{board.oid}: its plan cannot be read ({type(exc).__name__}: {str(exc)[:80]}); "
+                         "join it with the rgwkeeper version that started it") from None
 
 
 def request_differences(mine: PurgeRequest, theirs: PurgeRequest) -> list[str]:
@@ -351,8 +375,10 @@ def items_view(snap: Snapshot, *, now: float) -> dict[str, Any]:
 
 def item_status(rados: RadosAdapter, pool: str, job_id: str) -> Snapshot:
     """The work items of purge ``job_id`` as they stand (blocking)."""
-    with open_board(rados, job_id, pool=pool, lease_s=30) as board:
-        return board.read()
+    with open_board(rados, job_id, pool=pool, lease_s=30, workers=1) as board:
+        snap = board.read()
+        _stored_plan(board, snap)
+        return snap
 
 
 # -- the full ratio raised for a run, and the configured expiry the daemon runs in-process --------

@@ -116,6 +116,7 @@ class Lease:
     item: Item
     cookie: str
     valid_until: float
+    closed: bool = False  # released or finished: a renewal still on its way must not take it again
 
 
 class Board:
@@ -134,6 +135,9 @@ class Board:
         self.wall = wall
         self._crash_after = int(os.environ.get(CRASH_ENV) or 0)
         self._records = 0
+        #: Items whose lock this process's workers hold now (set before owner.<n> is, so a worker
+        #: that finds nothing to take can tell its siblings' items from other processes').
+        self.holding: set[int] = set()
 
     # -- the spec and the items ---------------------------------------------------------------
     def publish(self, spec: Mapping[str, Any], shards: list[str]) -> bool:
@@ -144,22 +148,32 @@ class Board:
         items = {i.key: i.to_json() for i in (Item(n, s) for n, s in enumerate(shards))}
         if self.store.omap_set_if(self.oid, SPEC_KEY, "", {SPEC_KEY: body, **items}):
             return True
-        have = self.read().spec
-        if have.get("plan_id") != spec.get("plan_id"):
-            raise CephError(f"{self.oid}", f"holds purge {have.get('plan_id')!r}, not {spec.get('plan_id')!r}")
+        have = [i.shard for i in self.read().items]
+        if have != shards:
+            raise CephError(self.oid, f"holds items of {len(have)} other index shards than the plan's {len(shards)}; "
+                            "nothing was changed")
         return False
 
     def read(self) -> Snapshot:
         raw = self.store.omap_get_all(self.oid)
         if SPEC_KEY not in raw:
             raise NoSuchJob(f"no purge {self.job_id!r} has work items in the rgwkeeper pool: check the id "
-                            "(rgwkeeper purge prints it when it starts) and daemon.pool")
-        spec = json.loads(raw[SPEC_KEY])
-        if spec.pop("format", None) != FORMAT:
-            raise UsageError(f"purge {self.job_id}'s work items are in another format; finish it with the "
-                             "rgwkeeper version that started it")
-        items = sorted((Item.from_json(v) for k, v in raw.items() if k.startswith("item.")), key=lambda i: i.n)
-        owners = {int(k.split(".", 1)[1]): v for k, v in raw.items() if k.startswith("owner.")}
+                            "(rgwkeeper purge prints it when it starts) and daemon.pool; a purge that "
+                            "finished removed its items")
+        try:
+            spec = json.loads(raw[SPEC_KEY])
+            if spec.pop("format", None) != FORMAT:
+                raise UsageError(f"purge {self.job_id}'s work items are in another format; finish it with the "
+                                 "rgwkeeper version that started it")
+            items = sorted((Item.from_json(v) for k, v in raw.items() if k.startswith("item.")), key=lambda i: i.n)
+            owners = {int(k.split(".", 1)[1]): v for k, v in raw.items() if k.startswith("owner.")}
+            missing = [k for k in ("plan_id", "plan", "created", "lease_s") if k not in spec]
+            if missing:
+                raise KeyError(missing[0])
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UsageError(f"{self.oid} in the rgwkeeper pool does not hold readable work items "
+                             f"({type(exc).__name__}: {str(exc)[:80]}); it was not written by rgwkeeper purge, "
+                             "or by another version") from None
         return Snapshot(spec=spec, items=items, owners=owners)
 
     # -- leases -------------------------------------------------------------------------------
@@ -175,23 +189,36 @@ class Board:
                 self.store.lock_exclusive(self.oid, item.key, cookie, self.worker, self.lease_s)
             except LockBusy:
                 continue
-            # Only the lease holder writes owner.<n>: set it, then read the item as it stands
-            # now (a previous owner may have recorded a page until this moment).
-            owner_key = f"owner.{item.n}"
-            if not self.store.omap_update_if(self.oid, owner_key, snap.owners.get(item.n, ""), cookie):
-                self.store.unlock(self.oid, item.key, cookie)
-                continue
-            now = self.read()
-            current = next(i for i in now.items if i.n == item.n)
-            if current.state == DONE:
-                self.store.unlock(self.oid, item.key, cookie)
-                continue
-            lease = Lease(current, cookie, self._valid_from(t0))
-            current.takes += 1
-            current.worker = self.worker
-            self.record(lease)
+            self.holding.add(item.n)
+            try:
+                # Only the lease holder writes owner.<n>: set it, then read the item as it stands
+                # now (a previous owner may have recorded a page until this moment).
+                owner_key = f"owner.{item.n}"
+                if not self.store.omap_update_if(self.oid, owner_key, snap.owners.get(item.n, ""), cookie):
+                    self._unlock(item.n, cookie)
+                    continue
+                now = self.read()
+                current = next((i for i in now.items if i.n == item.n), None)
+                if current is None or current.state == DONE:
+                    self._unlock(item.n, cookie)
+                    continue
+                lease = Lease(current, cookie, self._valid_from(t0))
+                current.takes += 1
+                current.worker = self.worker
+                try:
+                    self.record(lease)
+                except LeaseLost:  # the take itself was slow past the lease: leave the item to it
+                    self._unlock(item.n, cookie)
+                    continue
+            except BaseException:
+                self.holding.discard(item.n)  # the lock, if it landed, runs out on its own
+                raise
             return lease
         return None
+
+    def _unlock(self, n: int, cookie: str) -> None:
+        self.store.unlock(self.oid, f"item.{n:06d}", cookie)
+        self.holding.discard(n)
 
     def _valid_from(self, t0: float) -> float:
         return t0 + self.lease_s * (1 - SAFETY_MARGIN)
@@ -203,6 +230,8 @@ class Board:
         """Renew the lease (cls_lock with may-renew). LeaseLost if another worker holds it."""
         if not self.valid(lease):
             raise LeaseLost(f"{self.oid} {lease.item.key}", "the lease ran out before it was renewed")
+        if lease.closed:
+            return
         t0 = self.clock()
         try:
             self.store.lock_exclusive(self.oid, lease.item.key, lease.cookie, self.worker, self.lease_s)
@@ -229,7 +258,13 @@ class Board:
         self.release(lease)
 
     def release(self, lease: Lease) -> None:
-        self.store.unlock(self.oid, lease.item.key, lease.cookie)
+        lease.closed = True
+        self._unlock(lease.item.n, lease.cookie)
+
+    def let_go(self, lease: Lease) -> None:
+        """Stop counting a lost lease as ours (another worker holds the item, or will)."""
+        lease.closed = True
+        self.holding.discard(lease.item.n)
 
     def discard(self) -> None:
         """Remove the items: the purge is done and verified."""

@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import functools
 import json
 import shlex
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -32,7 +34,7 @@ from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
 from rgwkeeper.observe import read_full_state
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
-from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost
+from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
@@ -141,8 +143,11 @@ class PurgeExecutor:
         #: items taken by ``workers`` workers here and by any that join from other nodes.
         self.board = board
         self.workers = workers
+        # Board calls (takes, records, renewals) on threads of their own: asyncio's default pool
+        # has 6 on 2 cores, and a renewal queued behind the other workers' takes can miss its lease.
+        self._board_threads = ThreadPoolExecutor(2 * workers + 4, thread_name_prefix="rgwkeeper-items") \
+            if board is not None else None
         self._count_own = True  # a page an item records also counts in this run's ledger
-        self._own_leases: set[str] = set()  # cookies of the items this process's workers hold
         self.io = io
         self.settings = settings
         self.time = Time(clock, sleep)
@@ -171,6 +176,10 @@ class PurgeExecutor:
         self.probe: Probe | None = None
         self.t0 = clock()
         self._s3_counts = io.s3.endpoints.counts()
+        # One process's share of the cluster, however many workers: the pages of head work and the
+        # DeleteObjects batches in flight are bounded for all its items together, as for one listing.
+        self._item_limiter = self._s3_limiter()
+        self._item_pages = asyncio.Semaphore(3)
         self._space_free_at: float | None = None
         self._step_s: dict[str, float] = {}
 
@@ -285,7 +294,7 @@ class PurgeExecutor:
                     await probe.stop()
                     await self._data.remove(self._probe_oid)  # type: ignore[union-attr]
             finally:
-                self.threads.close()
+                self._close_threads()
         end = self.time.clock()
         report = PurgeReport(
             plan_id=self.plan.plan_id, bucket=self.plan.profile.bucket, bucket_id=self.plan.profile.bucket_id,
@@ -299,6 +308,11 @@ class PurgeExecutor:
             self.state.error = "; ".join(f"{c.name}: {c.detail}" for c in checks if c.status == "failed")[:500]
         self.ledger.save(force=True)
         return report
+
+    def _close_threads(self) -> None:
+        self.threads.close()
+        if self._board_threads is not None:
+            self._board_threads.shutdown(wait=False)
 
     def _pacing_report(self) -> dict[str, Any]:
         before = self.probe.before_s if self.probe is not None else None
@@ -437,8 +451,10 @@ class PurgeExecutor:
 
     async def _board(self, fn: Callable[..., _T], *args: Any) -> _T:
         """A board call (blocking RADOS) on a thread, retried through an outage by the run's policy."""
-        return await self.retry.call(f"work items {getattr(fn, '__name__', '')}",
-                                     lambda: asyncio.to_thread(fn, *args))
+        return await self.retry.call(f"work items {getattr(fn, '__name__', '')}", lambda: self._board_once(fn, *args))
+
+    async def _board_once(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._board_threads, functools.partial(fn, *args))
 
     async def _delete_by_items(self, step: DeleteObjects) -> None:
         """Publish the items (kept as they are on a resume), work them with this run's workers
@@ -451,12 +467,14 @@ class PurgeExecutor:
             self.ledger.save(force=True)
         before = self.state.memo[self.ITEMS_KEY]
         spec = {"plan_id": self.plan.plan_id, "plan": self.plan.to_dict(), "created": time.time(),
-                "lease_s": self.board.lease_s}
+                "lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
         created = await self._board(self.board.publish, spec, list(p.index_shards))
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
                  created=created, workers=self.workers, board=self.board.oid)
         await self.run_items(step, counted_from=before)
         snap = await self._board(self.board.read)
+        if not snap.done:  # the workers only return once every item is done, or others hold the rest
+            raise PurgeFailed(f"work items {self.board.oid}", "not every item is done; run the purge again")
         self.counters.clear()
         self.counters.update(_added(before, snap.counters()))
 
@@ -479,7 +497,7 @@ class PurgeExecutor:
         while True:
             await self.time.sleep(ITEMS_POLL_S)
             try:
-                snap = await asyncio.to_thread(self.board.read)
+                snap = await self._board_once(self.board.read)
             except CephError:
                 continue
             self.counters.clear()
@@ -492,29 +510,32 @@ class PurgeExecutor:
         assert self.board is not None
         board = self.board
         while True:
-            lease = await self._board(board.take)
-            if lease is None:
-                snap = await self._board(board.read)
-                left = [i for i in snap.items if i.state != "done"]
-                if all(snap.owners.get(i.n) in self._own_leases for i in left):
+            try:
+                lease = await self._board(board.take)
+                snap = await self._board(board.read) if lease is None else None
+            except NoSuchJob:
+                if self._count_own:
+                    return  # joined: the purge finished, checked the end state and removed its items
+                raise
+            if snap is not None:
+                if all(i.n in board.holding for i in snap.items if i.state != "done"):
                     return  # done, or the rest is this process's other workers'
                 # Held by another process: it may die, and its lease run out; look again then.
                 await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
                 continue
+            assert lease is not None
             log.info("purge item taken", plan=self.plan.plan_id, item=lease.item.n, shard=lease.item.shard,
                      worker=w, takes=lease.item.takes, cursor=lease.item.cursor)
-            self._own_leases.add(lease.cookie)
             try:
                 await self._run_item(step, lease)
             except LeaseLost as exc:
+                board.let_go(lease)
                 log.warning("purge item lost: another worker goes on with it", plan=self.plan.plan_id,
                             item=lease.item.n, why=exc.detail)
                 continue
             except BaseException:
-                await asyncio.shield(asyncio.to_thread(board.release, lease))  # another worker may go on at once
+                await asyncio.shield(self._board_once(board.release, lease))  # another may go on at once
                 raise
-            finally:
-                self._own_leases.discard(lease.cookie)
 
     async def _run_item(self, step: DeleteObjects, lease: Lease) -> None:
         """One shard listed and purged page by page, each page recorded in the item (cursor and
@@ -522,8 +543,7 @@ class PurgeExecutor:
         assert self.board is not None and self._data is not None
         board, item, p = self.board, lease.item, self.plan.profile
         lister = IndexLister(self.io.bulk(p.index_pool), [item.shard], self.threads, page_size=self._page_size)
-        limiter = self._s3_limiter()
-        page_slots = asyncio.Semaphore(3)
+        limiter, page_slots = self._item_limiter, self._item_pages
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
 
         async def record(page: dict[str, Any]) -> None:
@@ -567,8 +587,11 @@ class PurgeExecutor:
                 keeper.result()  # raises LeaseLost
             job.result()
         finally:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
+            # Cancelled from outside (an interrupt, another worker's failure): the item's work
+            # stops before its lease is released, never goes on beside the next owner.
+            for t in (job, keeper):
+                t.cancel()
+            await asyncio.gather(job, keeper, return_exceptions=True)
         await self._board(board.finish, lease)
         log.info("purge item done", plan=self.plan.plan_id, item=item.n, counters=item.counters)
 
@@ -581,7 +604,7 @@ class PurgeExecutor:
             await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
             while True:
                 try:
-                    await asyncio.to_thread(board.renew, lease)
+                    await self._board_once(board.renew, lease)
                     break
                 except LeaseLost:
                     raise
@@ -938,23 +961,30 @@ class JoinReport:
 
 async def join(plan: Plan, io: PurgeIO, board: Board, *, workers: int, settings: Settings = Settings(),
                on_progress: Callable[[Progress], None] | None = None,
-               sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> JoinReport:
+               sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+               spec: dict[str, Any] | None = None) -> JoinReport:
     """Work the items of a running purge (``board``) with ``workers`` workers until every item is
     done; the purge that published them does everything else (the drop, the read-back)."""
-    if plan.tuning.max_objects_per_second > 0 or settings.paced or settings.max_objects_per_second > 0:
-        raise UsageError(f"purge {plan.plan_id} runs under a rate cap or pacing, which each process holds on its "
-                         "own: a joined worker would go past it; nothing was changed")
+    spec = {} if spec is None else spec
+    if (plan.tuning.max_objects_per_second > 0 or spec.get("paced") or spec.get("rate_cap") or settings.paced
+            or settings.max_objects_per_second > 0):
+        raise UsageError(f"purge {plan.plan_id} runs under a rate cap or pacing (its own, or this node's config), "
+                         "which each process holds on its own: a joined worker would go past it; nothing was changed")
     ex = PurgeExecutor(plan, io, checkpoint=None, settings=settings, on_progress=on_progress, board=board,
                        workers=workers, sleep=sleep)
+    items = len(plan.profile.index_shards)
     try:
         await ex.run_items(plan.step(DeleteObjects))
-        snap = await ex._board(board.read)
+        try:
+            snap = await ex._board(board.read)
+            done = sum(1 for i in snap.items if i.state == "done")
+        except NoSuchJob:
+            done = items  # the purge finished meanwhile and removed its items
     finally:
-        ex.threads.close()
+        ex._close_threads()
     end = ex.time.clock()
     return JoinReport(plan_id=plan.plan_id, bucket=plan.profile.bucket, workers=workers, counters=dict(ex.counters),
-                      elapsed_s=round(end - ex.t0, 3), items=len(snap.items),
-                      items_done=sum(1 for i in snap.items if i.state == "done"),
+                      elapsed_s=round(end - ex.t0, 3), items=items, items_done=done,
                       rgw_endpoints=io.s3.endpoints.report(since=ex._s3_counts, elapsed_s=end - ex.t0))
 
 

@@ -18,6 +18,7 @@ import email.utils
 import errno
 import json
 import struct
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -740,6 +741,7 @@ class FakeOsd:
         self.unreachable = False
         self.lose_next_write = False
         self.writes: list[tuple[str, str, str]] = []  # (client, obj, what) of every write that landed
+        self.lock = threading.RLock()  # one op at a time, as the OSD applies a PG's ops in order
 
     def live(self, obj: str, name: str) -> dict[tuple[str, str], tuple[str, float]]:
         lockers = self.locks.setdefault((obj, name), {})
@@ -763,17 +765,27 @@ class FakeOsd:
             raise CephTimeout(f"{obj} {what}", "no answer within 10 s")
 
 
+def _serialized(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def op(self: "FakeBoardStore", *args: Any, **kwargs: Any) -> Any:
+        with self.osd.lock:
+            return fn(self, *args, **kwargs)
+    return op
+
+
 class FakeBoardStore:
-    """One RADOS client's view of a ``FakeOsd`` (what purge.board needs of ObjectStore)."""
+    """One RADOS client's view of a ``FakeOsd`` (what purge.board needs of ObjectStore). Calls
+    come from several threads; each is applied whole, as an OSD applies one op."""
 
     def __init__(self, osd: FakeOsd, client: str) -> None:
         self.osd = osd
         self.client = client
 
+    @_serialized
     def omap_get_all(self, obj: str) -> dict[str, str]:
         self.osd.call(f"{obj} omap get")
         return dict(self.osd.omaps.get(obj, {}))
 
+    @_serialized
     def omap_set(self, obj: str, values: dict[str, str]) -> None:
         self.osd.call(f"{obj} omap set")
         self.osd.omaps.setdefault(obj, {}).update(values)
@@ -784,6 +796,7 @@ class FakeBoardStore:
             raise UnexpectedCall("the board never removes a key")
         return self.omap_set_if(obj, key, expected, {key: new})
 
+    @_serialized
     def omap_set_if(self, obj: str, key: str, expected: str, values: dict[str, str]) -> bool:
         self.osd.call(f"{obj} omap update {key}")
         omap = self.osd.omaps.get(obj)
@@ -793,6 +806,7 @@ class FakeBoardStore:
         self.osd.landed(self.client, obj, "set spec" if "spec" in values else f"set {sorted(values)[0]}")
         return True
 
+    @_serialized
     def lock_exclusive(self, obj: str, name: str, cookie: str, desc: str, duration_s: int) -> None:
         from rgwkeeper.adapters.rados import LockBusy
 
@@ -805,11 +819,13 @@ class FakeBoardStore:
         self.osd.omaps.setdefault(obj, {})  # cls_lock creates the object
         self.osd.landed(self.client, obj, f"lock {name}")
 
+    @_serialized
     def unlock(self, obj: str, name: str, cookie: str) -> None:
         if self.osd.unreachable:
             return  # ObjectStore.unlock swallows its errors: the lease then runs out
         self.osd.live(obj, name).pop((self.client, cookie), None)
 
+    @_serialized
     def remove(self, obj: str) -> None:
         self.osd.call(f"{obj} remove")
         self.osd.omaps.pop(obj, None)

@@ -11,11 +11,11 @@ import json
 import pytest
 
 from rgwkeeper import purge as purge_api
-from rgwkeeper.errors import CephTimeout, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, UsageError
 from rgwkeeper.purge.board import Board, Item, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import State
 from rgwkeeper.purge.execute import PurgeExecutor, join
-from rgwkeeper.purge.plan import Plan, PurgeRequest, Tuning
+from rgwkeeper.purge.plan import DeleteObjects, Plan, PurgeRequest, Tuning
 from tests.unit.purge_fakes import FakeBoardStore, FakeOsd, World
 from tests.unit.test_purge_execute import FAST, make, no_sleep  # noqa: F401 (autouse: no real waits)
 
@@ -46,8 +46,12 @@ def test_items_are_published_once_and_a_resumed_purge_keeps_them_as_they_stand()
     a.record(lease)
     assert not b.publish(SPEC, [".dir.x.0", ".dir.x.1"])  # kept, not reset
     assert b.read().items[0].cursor == {"after": "k9"}
-    with pytest.raises(Exception, match="holds purge '0123456789ab'"):
-        b.publish({**SPEC, "plan_id": "ffffffffffff"}, [".dir.x.0"])
+    with pytest.raises(CephError, match="holds items of 2 other index shards than the plan's 1"):
+        b.publish(SPEC, [".dir.x.0"])
+    for bad in ("{", json.dumps({"format": 1, "plan_id": "0123456789ab"})):
+        osd.omaps["purge.0123456789ab"]["spec"] = bad
+        with pytest.raises(UsageError, match="does not hold readable work items"):
+            b.read()
     with pytest.raises(NoSuchJob, match="no purge 'aaaaaaaaaaaa'"):
         Board(FakeBoardStore(osd, "client.9"), "aaaaaaaaaaaa", worker="w", lease_s=30).read()
 
@@ -149,7 +153,7 @@ def test_a_direct_purge_run_as_items_by_two_workers_ends_clean_with_exact_counts
     snap = board.read()
     assert len(snap.items) == len(p.profile.index_shards) and snap.done
     assert sum(i.counters.get("objects_deleted", 0) for i in snap.items) == 36
-    assert {i.worker for i in snap.items} == {"client.a"}
+    assert all(i.takes == 1 for i in snap.items)  # a clean run takes each item once
 
 
 class Killed(BaseException):
@@ -191,6 +195,7 @@ def test_a_worker_killed_mid_item_loses_nothing_another_takes_it_over_from_its_l
     async def join_then_expire():
         task = asyncio.ensure_future(join(p, io, joiner, workers=2, settings=FAST, sleep=quick))
         while not all(i.state == "done" or i.n == stuck.n for i in joiner.read().items):
+            assert not task.done(), task.exception()  # the join may not end (or fail) before the takeover
             await asyncio.sleep(0)
         assert joiner.read().items[stuck.n].state != "done"
         clock.t += 31
@@ -238,3 +243,166 @@ def test_a_plan_listing_by_index_uses_items_and_one_listing_through_s3_does_not(
     for bad in ("0123456789AB", "0123456789a", "../etc/passw", "0123456789abc", ""):
         assert not purge_api.valid_job_id(bad)
     assert Item(3, ".dir.x.3").key == "item.000003"
+
+
+def test_a_worker_whose_renewals_stop_gives_its_item_up_before_the_lease_ends_and_writes_nothing_more(tmp_path):
+    """Alive but unable to renew (every renewal times out) while its item's listing hangs: the
+    worker stops the item a quarter of a lease before it would run out on its own clock, records
+    nothing more, and the item is taken again (from its last page) once the OSD lets the lease go."""
+    w = World(page_size=4, extra_plain=40)
+    p, io, cp, bulks = make(w, tmp_path, tuning=Tuning(direct_listing="index", list_page_size=2))
+    clock = Clock()
+    osd = FakeOsd(clock)
+    store = FakeBoardStore(osd, "client.a")
+    real_lock, seen = store.lock_exclusive, set()
+
+    def lock(obj, name, cookie, desc, duration_s):
+        if cookie in seen:  # a renewal: the take used this cookie first
+            raise CephTimeout(f"{obj} lock {name}", "no answer within 10 s")
+        seen.add(cookie)
+        return real_lock(obj, name, cookie, desc, duration_s)
+
+    store.lock_exclusive = lock
+    index = io.bulk(p.profile.index_pool)
+    real_page, pages = index.omap_page, []
+
+    async def page_then_hang(*args, **kwargs):
+        pages.append(args)
+        if len(pages) > 1:
+            await asyncio.Event().wait()  # the second page never comes back
+        return await real_page(*args, **kwargs)
+
+    index.omap_page = page_then_hang
+
+    async def sleep(delay: float) -> None:  # every wait moves the clocks (ours and the OSD's) on
+        clock.t += delay
+        await asyncio.sleep(0.001)
+
+    board = Board(store, p.plan_id, worker="client.a", lease_s=30, clock=clock)
+    ex = PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=FAST, board=board, workers=1,
+                       sleep=sleep)
+    board.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}, list(p.profile.index_shards))
+    lease = board.take()
+    taken_at, writes = clock.t, len(osd.writes)
+    with pytest.raises(LeaseLost, match="ran out|could not renew"):
+        asyncio.run(ex._run_item(p.step(DeleteObjects), lease))
+    assert taken_at + 30 * 0.75 <= clock.t < taken_at + 30  # given up before the OSD would let it go
+    assert len(pages) == 2 and len(osd.writes) == writes  # stopped while the listing hung; wrote nothing
+    recorded = board.read().items[lease.item.n]
+    assert recorded.state == "todo" and recorded.cursor == {}
+    other = Board(FakeBoardStore(osd, "client.b"), p.plan_id, worker="b", lease_s=30, clock=clock)
+    others = frozenset(i.n for i in other.read().items) - {lease.item.n}
+    assert other.take(skip=others) is None  # the OSD still holds a's lease
+    clock.t = taken_at + 30
+    again = other.take(skip=others)
+    assert again.item.n == lease.item.n and again.item.takes == 2 and again.item.cursor == recorded.cursor
+
+
+def test_a_worker_whose_wall_clock_is_far_off_neither_keeps_nor_loses_a_lease_early():
+    """Leases run on the OSD's clock and validity on the worker's monotonic clock: the wall clock
+    (an hour off here) only stamps the records status shows."""
+    clock, osd, _ = boards()
+    skewed = Board(FakeBoardStore(osd, "client.7"), SPEC["plan_id"], worker="skewed", lease_s=30, clock=clock,
+                   wall=lambda: clock.t - 3600)
+    other = Board(FakeBoardStore(osd, "client.8"), SPEC["plan_id"], worker="other", lease_s=30, clock=clock)
+    skewed.publish(SPEC, [".dir.x.0"])
+    lease = skewed.take()
+    clock.t += 20
+    assert other.take() is None  # still held, whatever the stamp says
+    skewed.record(lease)
+    assert other.read().items[0].updated == clock.t - 3600
+    clock.t += 11
+    assert other.take() is not None  # run out on the OSD 30 s after the take, not an hour early or late
+
+
+def test_an_interrupted_purge_stops_its_items_work_before_it_returns(tmp_path):
+    """Ctrl-C or SIGTERM cancels the run: every item's page work stops with it; nothing is
+    listed, removed or recorded after the run has returned (a worker left running would go on
+    beside the next owner of its item)."""
+    w = World(page_size=4, extra_plain=60)
+    p, io, cp, bulks = make(w, tmp_path, tuning=Tuning(direct_listing="index", list_page_size=2))
+    osd = FakeOsd(Clock())
+    board = _board(osd, p, "client.a")
+
+    ex = _executor(p, io, cp, board, workers=2)
+    board.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}, list(p.profile.index_shards))
+
+    async def interrupted():
+        # The workers alone (as a join runs them): the run's thread pools stay open meanwhile,
+        # so only the cancellation itself can stop the items' work.
+        task = asyncio.ensure_future(ex.run_items(p.step(DeleteObjects)))
+        while sum(1 for x in osd.writes if x[2].startswith("set item")) < 6:
+            assert not task.done()
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing of the run is left running
+        writes, log = len(osd.writes), len(w.log)
+        for _ in range(100):
+            await asyncio.sleep(0.002)
+        return writes, log
+
+    try:
+        writes, log = asyncio.run(interrupted())
+    finally:
+        ex._close_threads()
+    assert len(osd.writes) == writes and len(w.log) == log
+    assert any(i.state != "done" for i in board.read().items)  # really interrupted mid-way
+
+
+def test_a_join_ends_well_when_the_purge_finishes_and_removes_its_items_meanwhile(tmp_path):
+    w = World(extra_plain=10)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    clock = Clock()
+    osd = FakeOsd(clock)
+    owner = _board(osd, p, "client.a")
+    owner.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}, list(p.profile.index_shards))
+    held = owner.take()  # the purge's own worker holds item 0 throughout
+    joiner = _board(osd, p, "client.b")
+
+    async def joined():
+        task = asyncio.ensure_future(join(p, io, joiner, workers=2, settings=FAST, sleep=quick))
+        while not all(i.state == "done" or i.n == held.item.n for i in joiner.read().items):
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.001)
+        owner.finish(held)
+        owner.discard()  # the purge verified the end state and removed its items
+        return await task
+
+    report = asyncio.run(joined())
+    assert report.items_done == report.items == len(p.profile.index_shards)
+
+
+def test_a_take_slower_than_the_lease_leaves_the_item_instead_of_failing_the_purge():
+    clock, osd, (a, b) = boards()
+    a.publish(SPEC, [".dir.x.0", ".dir.x.1"])
+    real = a.store.omap_update_if
+
+    def slow(*args):
+        clock.t += 25  # the owner compare-and-set answered late: past 3/4 of the 30 s lease
+        return real(*args)
+
+    a.store.omap_update_if = slow
+    assert a.take() is None  # both items given up, nothing raised
+    assert a.holding == set()
+    clock.t += 31
+    assert b.take().item.n == 0  # taken as soon as the OSD let the lease go
+
+
+def test_a_join_of_a_bucket_re_created_under_the_same_name_is_refused(tmp_path):
+    w = World(extra_plain=5)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    board.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30, "paced": False,
+                   "rate_cap": 0}, list(p.profile.index_shards))
+    from rgwkeeper.config import parse
+
+    w.stats["id"] = "another-instance.1"
+    with pytest.raises(UsageError, match="is now id another-instance.1, not the purge's"):
+        asyncio.run(purge_api.join(board, PurgeRequest(w.bucket), io, purge_cfg=parse({}).purge, workers=1))
+    board.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30, "paced": True,
+                   "rate_cap": 0}, list(p.profile.index_shards))  # kept as it was: not paced
+    with pytest.raises(UsageError, match="rate cap or pacing"):
+        asyncio.run(join(p, io, board, workers=1, settings=FAST, spec={"paced": True}))
+    assert all(i.takes == 0 for i in board.read().items)
