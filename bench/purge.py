@@ -10,9 +10,11 @@ multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
 - ``rgwkeeper``: ``rgwkeeper purge``'s automatic choice, through its Python API, plan included;
 - ``rgwkeeper-index``: the same with ``purge.direct_listing = "index"`` (the direct method lists
   the index shards with librados instead of ListObjectsV2, each shard a work item in RADOS,
-  ``purge.workers`` of them at once); ``rgwkeeper-index-wN``: the same with N workers; any
-  rgwkeeper method with ``-2rgw`` appended: the same over two RGWs of the zone (the harness's
-  second RGW is started for the run);
+  ``purge.workers`` of them at once); ``rgwkeeper-index-wN``: the same with N workers;
+  ``rgwkeeper-index-pN``: the ``rgwkeeper purge`` command in N processes, the purge and N-1
+  ``--join``s started as soon as it prints its id, as N admin nodes would (each process's
+  start, about a second, counts); any rgwkeeper method with ``-2rgw`` appended: the same over
+  two RGWs of the zone (the harness's second RGW is started for the run);
 - ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
   and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
 
@@ -44,7 +46,7 @@ from typing import Any, Callable
 
 STOCK = ("s3-one-batch", "admin-purge", "admin-purge-bypass-gc")
 #: rgwkeeper, rgwkeeper-index, rgwkeeper-index-wN (N workers), each perhaps with -2rgw (two RGWs).
-RGWKEEPER_METHOD = r"rgwkeeper(-index(?:-w([1-9]|[1-5][0-9]|6[0-4]))?)?(-2rgw)?"
+RGWKEEPER_METHOD = r"rgwkeeper(-index(?:-w([1-9]|[1-5][0-9]|6[0-4])|-p([1-8]))?)?(-2rgw)?"
 DATA_POOL = "default.rgw.buckets.data"
 
 
@@ -156,6 +158,49 @@ class Bench:
         return {"method": prepared.plan.method, "plan_s": planned - t0, "free_s": planned - t0 + report.space_free_s,
                 "verified_s": planned - t0 + report.elapsed_s, "counters": report.counters, "step_s": report.step_s}
 
+    def rgwkeeper_processes(self, bucket: str, n: int, more_endpoints: tuple[str, ...]) -> dict[str, Any]:
+        """``rgwkeeper purge BUCKET`` and n-1 ``--join``s of it, each its own process."""
+        cfg = self.workdir / "processes.toml"
+        endpoints = [self.info.rgw_endpoint, *more_endpoints]
+        cfg.write_text(f'[cluster]\nconf = "{self.info.conf}"\nkeyring = "{self.info.keyring}"\n'
+                       f'[rgw]\nendpoints = {json.dumps(endpoints)}\n'
+                       f'credentials_file = "{self.info.credentials_file}"\n'
+                       f'[purge]\nstate_dir = "{self.workdir / "state"}"\ndirect_listing = "index"\n')
+        base = [sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), bucket, "--yes", "--json"]
+        err = self.workdir / f"lead-{bucket}.err"
+        t0 = time.monotonic()
+        with open(err, "w") as err_f:
+            lead = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=err_f, text=True, stdin=subprocess.DEVNULL)
+            joins: list[subprocess.Popen[str]] = []
+            try:
+                deadline = time.monotonic() + 120
+                while n > 1 and not (m := re.search(r"--join ([0-9a-f]{12})", err.read_text())):
+                    if lead.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"the purge printed no id to join: {err.read_text()[-2000:]}")
+                    time.sleep(0.02)
+                if n > 1:
+                    joins = [subprocess.Popen([*base, "--join", m.group(1)], stdout=subprocess.PIPE,
+                                              stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+                             for _ in range(n - 1)]
+                out, _ = lead.communicate(timeout=3600)
+                end = time.monotonic()
+                joined = [json.loads(j.communicate(timeout=600)[0] or "{}") for j in joins]
+            finally:
+                for p in (lead, *joins):
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+        if lead.returncode != 0:
+            raise RuntimeError(f"rgwkeeper purge of {bucket}: exit {lead.returncode}: {err.read_text()[-2000:]}")
+        report = json.loads(out)
+        verified = end - t0
+        free = verified - (report["elapsed_s"] - report["space_free_s"])
+        return {"method": report["method"], "plan_s": 0.0, "free_s": free, "verified_s": verified,
+                "step_s": report["step_s"],
+                "per_process": [report["counters"].get("objects_deleted", 0) - sum(
+                    j.get("counters", {}).get("objects_deleted", 0) for j in joined)]
+                + [j.get("counters", {}).get("objects_deleted", 0) for j in joined]}
+
     def rados_floor(self, sizes: list[int]) -> dict[str, Any]:
         import rados
 
@@ -195,10 +240,13 @@ class Bench:
         if method.startswith("rgwkeeper"):
             m = re.fullmatch(RGWKEEPER_METHOD, method)
             assert m is not None, method
-            out = self.rgwkeeper(bucket, "index" if m.group(1) else "s3", int(m.group(2)) if m.group(2) else None,
-                                 (self.info.rgw2_endpoint,) if m.group(3) else ())
+            more = (self.info.rgw2_endpoint,) if m.group(4) else ()
+            out = (self.rgwkeeper_processes(bucket, int(m.group(3)), more) if m.group(3) else
+                   self.rgwkeeper(bucket, "index" if m.group(1) else "s3", int(m.group(2)) if m.group(2) else None,
+                                  more))
             row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
-                       chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"])
+                       chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"],
+                       **({"per_process": out["per_process"]} if "per_process" in out else {}))
         else:
             api_done = (self.s3_one_batch(bucket) if method == "s3-one-batch"
                         else self.admin_purge(bucket, bypass=method == "admin-purge-bypass-gc"))
@@ -262,7 +310,8 @@ def main() -> None:
     unknown = [m for m in methods if m not in (*STOCK, "rados-floor") and not re.fullmatch(RGWKEEPER_METHOD, m)]
     if unknown:
         p.error(f"unknown method {unknown[0]!r}: {', '.join(STOCK)}, rgwkeeper, rgwkeeper-index, "
-                "rgwkeeper-index-wN (N workers, 1 to 64), any rgwkeeper one with -2rgw, rados-floor")
+                "rgwkeeper-index-wN (N workers, 1 to 64), rgwkeeper-index-pN (N processes, 1 to 8), any "
+                "rgwkeeper one with -2rgw, rados-floor")
     rng = random.Random(args.seed)
     lo, hi = parse_range(args.small_sizes)
     small = [rng.randint(lo, hi) for _ in range(args.small)]

@@ -287,6 +287,21 @@ class ObjectStore:
         except _NotFoundError:
             return {}
 
+    def omap_get_keys(self, obj: str, keys: list[str]) -> dict[str, str]:
+        """The values of ``keys`` that ``obj`` has (a missing object: none)."""
+        def get(ioctx: Any) -> dict[str, str]:
+            import rados as rados_mod
+
+            with rados_mod.ReadOpCtx() as op:
+                it, ret = ioctx.get_omap_vals_by_keys(op, tuple(keys))
+                ioctx.operate_read_op(op, obj)
+                return {k: v.decode() if isinstance(v, bytes) else v for k, v in it}
+
+        try:
+            return self._run(f"{obj} omap get {len(keys)} keys", get)
+        except _NotFoundError:
+            return {}
+
     def omap_set(self, obj: str, values: dict[str, str]) -> None:
         def put(ioctx: Any) -> None:
             import rados as rados_mod

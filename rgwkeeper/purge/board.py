@@ -47,6 +47,7 @@ class BoardStore(Protocol):
     """What the board needs of RADOS (adapters.rados.ObjectStore)."""
 
     def omap_get_all(self, obj: str) -> dict[str, str]: ...
+    def omap_get_keys(self, obj: str, keys: list[str]) -> dict[str, str]: ...
     def omap_set(self, obj: str, values: dict[str, str]) -> None: ...
     def omap_update_if(self, obj: str, key: str, expected: str, new: str | None) -> bool: ...
     def omap_set_if(self, obj: str, key: str, expected: str, values: dict[str, str]) -> bool: ...
@@ -175,6 +176,18 @@ class Board:
                              f"({type(exc).__name__}: {str(exc)[:80]}); it was not written by rgwkeeper purge, "
                              "or by another version") from None
         return Snapshot(spec=spec, items=items, owners=owners)
+
+    def left(self, ns: list[int]) -> list[int]:
+        """Of items ``ns``, those not done: one read of their keys only, cheap to repeat while
+        waiting on a few items of a purge with thousands."""
+        raw = self.store.omap_get_keys(self.oid, [SPEC_KEY, *(f"item.{n:06d}" for n in ns)])
+        if SPEC_KEY not in raw:
+            raise NoSuchJob(f"no purge {self.job_id!r} has work items in the rgwkeeper pool (a purge that "
+                            "finished removed its items)")
+        try:
+            return [n for n in ns if Item.from_json(raw[f"item.{n:06d}"]).state != DONE]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise UsageError(f"{self.oid}: item {exc} cannot be read") from None
 
     # -- leases -------------------------------------------------------------------------------
     def take(self, skip: frozenset[int] = frozenset()) -> Lease | None:

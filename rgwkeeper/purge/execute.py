@@ -494,8 +494,10 @@ class PurgeExecutor:
 
     async def _watch_items(self, before: dict[str, int]) -> None:
         assert self.board is not None
+        # A read of every item each second is cheap for tens of shards; thousands get a slower view.
+        interval = max(ITEMS_POLL_S, len(self.plan.profile.index_shards) / 2000)
         while True:
-            await self.time.sleep(ITEMS_POLL_S)
+            await self.time.sleep(interval)
             try:
                 snap = await self._board_once(self.board.read)
             except CephError:
@@ -518,10 +520,15 @@ class PurgeExecutor:
                     return  # joined: the purge finished, checked the end state and removed its items
                 raise
             if snap is not None:
-                if all(i.n in board.holding for i in snap.items if i.state != "done"):
+                left = [i.n for i in snap.items if i.state != "done"]
+                if all(n in board.holding for n in left):
                     return  # done, or the rest is this process's other workers'
-                # Held by another process: it may die, and its lease run out; look again then.
-                await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
+                try:
+                    await self._wait_for(left)
+                except NoSuchJob:
+                    if self._count_own:
+                        return
+                    raise
                 continue
             assert lease is not None
             log.info("purge item taken", plan=self.plan.plan_id, item=lease.item.n, shard=lease.item.shard,
@@ -536,6 +543,20 @@ class PurgeExecutor:
             except BaseException:
                 await asyncio.shield(self._board_once(board.release, lease))  # another may go on at once
                 raise
+
+    async def _wait_for(self, left: list[int]) -> None:
+        """Items another process holds: watch those few every ITEMS_POLL_S until they are done
+        (or this process's own), and at most a third of a lease, when a dead holder's lease may
+        have run out and the next take can take its item over."""
+        assert self.board is not None
+        board = self.board
+        waited = 0.0
+        while waited < board.lease_s / RENEWALS_PER_LEASE:
+            await self.time.sleep(ITEMS_POLL_S)
+            waited += ITEMS_POLL_S
+            left = await self._board(board.left, left)
+            if all(n in board.holding for n in left):
+                return
 
     async def _run_item(self, step: DeleteObjects, lease: Lease) -> None:
         """One shard listed and purged page by page, each page recorded in the item (cursor and
@@ -898,7 +919,9 @@ class PurgeExecutor:
         return shlex.join([*aws, "delete-bucket-lifecycle", "--bucket", b])
 
 
-ITEMS_POLL_S = 1.0  # the purge that owns the items reads every item's counters this often, for progress
+#: Seconds between two looks at the items: the purge's progress, and a worker waiting on items
+#: another process holds.
+ITEMS_POLL_S = 1.0
 
 
 def _added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -786,6 +786,12 @@ class FakeBoardStore:
         return dict(self.osd.omaps.get(obj, {}))
 
     @_serialized
+    def omap_get_keys(self, obj: str, keys: list[str]) -> dict[str, str]:
+        self.osd.call(f"{obj} omap get keys")
+        omap = self.osd.omaps.get(obj, {})
+        return {k: omap[k] for k in keys if k in omap}
+
+    @_serialized
     def omap_set(self, obj: str, values: dict[str, str]) -> None:
         self.osd.call(f"{obj} omap set")
         self.osd.omaps.setdefault(obj, {}).update(values)

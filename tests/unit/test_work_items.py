@@ -406,3 +406,46 @@ def test_a_join_of_a_bucket_re_created_under_the_same_name_is_refused(tmp_path):
     with pytest.raises(UsageError, match="rate cap or pacing"):
         asyncio.run(join(p, io, board, workers=1, settings=FAST, spec={"paced": True}))
     assert all(i.takes == 0 for i in board.read().items)
+
+
+def test_a_worker_waiting_on_another_process_item_ends_within_a_poll_of_it_being_done(tmp_path):
+    """It watches only the items left (their keys), each second, not the whole board every third
+    of a lease: the purge's last step waits a second for a joined worker's last item, not ten."""
+    w = World(extra_plain=10)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    clock = Clock()
+    osd = FakeOsd(clock)
+    other = _board(osd, p, "client.a")
+    other.publish({"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}, list(p.profile.index_shards))
+    held = other.take()
+    store = FakeBoardStore(osd, "client.b")
+    full_reads = []
+    real_get_all = store.omap_get_all
+    store.omap_get_all = lambda obj: (full_reads.append(clock.t), real_get_all(obj))[1]
+    me = Board(store, p.plan_id, worker="b", lease_s=30, clock=clock)
+
+    async def sleep(delay: float) -> None:
+        if finish_at[0] < float("inf"):  # time passes only once the joiner waits (the held lease stays live)
+            clock.t += delay
+        if clock.t >= finish_at[0] and held.item.state != "done":
+            other.finish(held)  # done at finish_at (it is applied at the first wait past it)
+        await asyncio.sleep(0)
+
+    finish_at = [float("inf")]
+
+    async def joined():
+        task = asyncio.ensure_future(join(p, io, me, workers=1, settings=FAST, sleep=sleep))
+        while not all(i.state == "done" or i.n == held.item.n for i in other.read().items):
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.001)
+        finish_at[0] = clock.t + 3.5  # the other process finishes its item 3.5 s into the wait
+        reads = len(full_reads)
+        report = await task
+        return report, reads
+
+    report, reads = asyncio.run(joined())
+    assert report.items_done == report.items
+    assert finish_at[0] <= clock.t <= finish_at[0] + 1.0  # noticed within one poll of it being done
+    # The wait read the left item's keys each second; whole-board reads are a take and the check
+    # after it once a third of a lease (at most twice in these few seconds), and the join's count.
+    assert len(full_reads) - reads <= 5
