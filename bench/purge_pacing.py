@@ -15,6 +15,7 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   ``purge.rados_ops_in_flight = N`` (librados operations in flight on the direct path);
 - ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
   seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
+- any rgwkeeper mode with ``@nice`` after it (``cap:450@nice``): the purge runs under ``nice -n 19``;
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -93,12 +94,25 @@ MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock
 RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 
 
+#: What may follow an rgwkeeper mode: ``@index`` (list by index shard) and ``@nice`` (the purge
+#: runs under ``nice -n 19``: is it the purge process's own CPU, on a host whose cores the OSDs
+#: and RGW share, that costs ingest?).
+SUFFIXES = ("index", "nice")
+
+
+def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
+    """``cap:450@index@nice`` -> ("cap:450", ("index", "nice")); each suffix at most once."""
+    base, *suffixes = text.split("@")
+    if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES for x in suffixes)
+                     or len(set(suffixes)) != len(suffixes)):
+        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index and @nice, once each")
+    return base, tuple(suffixes)
+
+
 def listing_of(text: str) -> tuple[str, str]:
-    """``cap:450@index`` -> ("cap:450", "index"); without ``@``, the listing is "s3"."""
-    base, _, listing = text.partition("@")
-    if listing and (listing != "index" or base.split(":")[0] not in RGWKEEPER_MODES):
-        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index")
-    return base, listing or "s3"
+    """``cap:450@index`` -> ("cap:450", "index"); without ``@index``, the listing is "s3"."""
+    base, suffixes = suffixes_of(text)
+    return base, "index" if "index" in suffixes else "s3"
 
 
 def parse_mode(text: str) -> tuple[str, list[float]]:
@@ -145,7 +159,8 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
     how = ["--impact", kind] if kind in ("low", "normal") else []
     if kind != "normal":  # normal picks its own method (admin-purge) and refuses another
         how += ["--method", args.method]
-    return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
+    nice = ["nice", "-n", "19"] if "nice" in suffixes_of(mode)[1] else []
+    return ["--maintenance-cmd", shlex.join([*nice, sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
                                              "--json", "--config", str(purge_cfg), *_cluster_flags(info)])]
 
 
