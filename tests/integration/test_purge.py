@@ -300,6 +300,8 @@ def test_a_purge_run_as_work_items_survives_a_killed_worker_and_is_finished_by_a
     differs = cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "obj/", "--join", job, "--yes", config=config,
                   check=False)
     assert differs.returncode == 2 and "prefix: 'obj/' here, None in the purge" in differs.stderr
+    unknown = cli(ceph_cluster, tmp_path, "purge", b, "--join", "0123456789ab", "--yes", config=config, check=False)
+    assert unknown.returncode == 2 and "no purge '0123456789ab'" in unknown.stderr, unknown.stderr[-500:]
 
     joined = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--join", job, "--workers", "2", "--yes", "--json",
                             config=config).stdout)
