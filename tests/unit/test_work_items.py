@@ -449,3 +449,37 @@ def test_a_worker_waiting_on_another_process_item_ends_within_a_poll_of_it_being
     # The wait read the left item's keys each second; whole-board reads are a take and the check
     # after it once a third of a lease (at most twice in these few seconds), and the join's count.
     assert len(full_reads) - reads <= 5
+
+
+def test_a_purge_whose_node_was_lost_is_finished_by_a_new_plan_on_another_node(tmp_path):
+    """The node that started the purge dies for good mid-items: the same command on another node
+    plans anew (a new id, new items), counts the heads already removed as gone, agrees with the
+    index's count without a sweep, and drops and checks the bucket (docs/purge.md)."""
+    w = World(page_size=4, extra_plain=60)
+    p, io, cp, _ = make(w, tmp_path, tuning=Tuning(direct_listing="index", list_page_size=2))
+    osd = FakeOsd(Clock())
+    lost = FakeBoardStore(osd, "client.a")
+    real, records = lost.omap_set_if, []
+
+    def die_after_some(obj, key, expected, values):
+        if key.startswith("owner.") and any(k.startswith("item.") for k in values):
+            records.append(key)
+            if len(records) > 8:
+                lost.unlock = lambda *a, **k: None
+                raise Killed()
+        return real(obj, key, expected, values)
+
+    lost.omap_set_if = die_after_some
+    with pytest.raises(Killed):
+        asyncio.run(_executor(p, io, cp, Board(lost, p.plan_id, worker="a", lease_s=30), workers=1).run())
+    removed_before = sum(1 for line in w.log if line.startswith("rados rm"))
+    assert removed_before and w.exists  # heads removed, the bucket and its index still there
+
+    (tmp_path / "other-node").mkdir()
+    again, io2, cp2, _ = make(w, tmp_path / "other-node", tuning=Tuning(direct_listing="index", list_page_size=2),
+                              now=p.created_at + 60)
+    assert again.plan_id != p.plan_id
+    report = asyncio.run(_executor(again, io2, cp2, _board(osd, again, "client.b")).run())
+    assert report.ok, report.checks
+    assert "sweeps" not in report.counters and not w.exists
+    assert report.counters["objects_deleted"] == 66  # the heads the lost node removed count as gone
