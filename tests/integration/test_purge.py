@@ -271,6 +271,7 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
 ITEMS_POOL = "rgwkeeper-test"  # the daemon tests' pool (daemon.pool): the work items live there
 
 
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_a_purge_run_as_work_items_survives_a_killed_worker_and_is_finished_by_a_join(ceph_cluster, s3,
                                                                                      bucket_name, tmp_path):
     """Index-listed, the delete runs as work items in RADOS (one per index shard). The purge kills
