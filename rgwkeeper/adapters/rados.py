@@ -108,7 +108,7 @@ class RadosAdapter:
     def close(self) -> None:
         # librados must not be shut down under a call still running on another thread (an ioctx
         # close submitted just before, a last omap write): give those a bounded moment first.
-        running = [f for f in self._inflight if not f.done()]
+        running = [f for f in list(self._inflight) if not f.done()]  # threads shrink the set meanwhile
         if running and self._cluster is not None:
             concurrent.futures.wait(running, timeout=CLOSE_WAIT_S)
         if self._cluster is not None:
@@ -442,15 +442,17 @@ class BulkObjects:
         self.rados = rados
         self.pool = pool
         self._ios: dict[tuple[bool, bool], Any] = {}  # (located, full_try) -> ioctx
+        self._open_lock = threading.Lock()
         self._loc_lock = threading.Lock()
 
     def _ioctx(self, located: bool, removal: bool = False) -> Any:
         if self.rados._cluster is None:
             raise CephError(self.pool, "not connected")
-        if (located, removal) not in self._ios:
-            io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
-            self._ios[located, removal] = full_try(io) if removal else io
-        return self._ios[located, removal]
+        with self._open_lock:  # several listings and removals open it from their threads at once
+            if (located, removal) not in self._ios:
+                io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+                self._ios[located, removal] = full_try(io) if removal else io
+            return self._ios[located, removal]
 
     async def _call(self, what: str, fn: Callable[[], Any], timeout: float) -> Any:
         rados_error, not_found = _rados_errors()

@@ -226,6 +226,7 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
                       f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "
                       f"admin node with: rgwkeeper purge {shlex.quote(bucket)} --join {plan.plan_id}"
+                      # Items are the direct method's, whole buckets only: no filter to repeat.
                       + (f" --method {request.method}" if request.method != "auto" else "")) if items else ""
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,11 @@ from rgwkeeper.errors import CephError, UsageError
 
 FORMAT = 1
 SPEC_KEY = "spec"
+#: What the latest run of the purge set (lease, rate cap, pacing): rewritten at every start, so
+#: a join follows the run it joins, not the first one.
+RUN_KEY = "run"
+#: A lease read from the board must be within these (seconds).
+LEASE_RANGE = (3, 3600)
 #: Stop using a lease this fraction of it before it runs out (slow calls, the OSD's clock).
 SAFETY_MARGIN = 0.25
 #: The lease is renewed this many times within it.
@@ -118,6 +124,9 @@ class Lease:
     cookie: str
     valid_until: float
     closed: bool = False  # released or finished: a renewal still on its way must not take it again
+    #: Held by a renewal's lock call and by the release: a renewal that started before the
+    #: release cannot land after it (and lock the item again for a whole lease).
+    guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 class Board:
@@ -141,11 +150,12 @@ class Board:
         self.holding: set[int] = set()
 
     # -- the spec and the items ---------------------------------------------------------------
-    def publish(self, spec: Mapping[str, Any], shards: list[str]) -> bool:
+    def publish(self, spec: Mapping[str, Any], shards: list[str], run: Mapping[str, Any] | None = None) -> bool:
         """Create the items, one per shard, unless this purge has them already (a resumed run:
-        they are kept as they stand). True if created now."""
+        they are kept as they stand), and write this run's ``run`` fields (they override the
+        spec's). True if created now."""
         body = json.dumps({"format": FORMAT, **spec}, sort_keys=True)
-        self.store.omap_set(self.oid, {})  # the object must exist for the compare below
+        self.store.omap_set(self.oid, {RUN_KEY: json.dumps(dict(run or {}), sort_keys=True)})
         items = {i.key: i.to_json() for i in (Item(n, s) for n, s in enumerate(shards))}
         if self.store.omap_set_if(self.oid, SPEC_KEY, "", {SPEC_KEY: body, **items}):
             return True
@@ -168,9 +178,14 @@ class Board:
                                  "rgwkeeper version that started it")
             items = sorted((Item.from_json(v) for k, v in raw.items() if k.startswith("item.")), key=lambda i: i.n)
             owners = {int(k.split(".", 1)[1]): v for k, v in raw.items() if k.startswith("owner.")}
+            spec.update(json.loads(raw.get(RUN_KEY) or "{}"))
             missing = [k for k in ("plan_id", "plan", "created", "lease_s") if k not in spec]
             if missing:
                 raise KeyError(missing[0])
+            lease = spec["lease_s"]
+            if isinstance(lease, bool) or not isinstance(lease, (int, float)) or \
+                    not LEASE_RANGE[0] <= lease <= LEASE_RANGE[1]:
+                raise ValueError(f"lease_s {lease!r} is not {LEASE_RANGE[0]} to {LEASE_RANGE[1]} seconds")
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise UsageError(f"{self.oid} in the rgwkeeper pool does not hold readable work items "
                              f"({type(exc).__name__}: {str(exc)[:80]}); it was not written by rgwkeeper purge, "
@@ -224,7 +239,11 @@ class Board:
                     self._unlock(item.n, cookie)
                     continue
             except BaseException:
-                self.holding.discard(item.n)  # the lock, if it landed, runs out on its own
+                self.holding.discard(item.n)
+                try:  # best effort: else the lock, if it landed, holds the item a whole lease
+                    self.store.unlock(self.oid, item.key, cookie)
+                except Exception:  # noqa: BLE001 - the error being raised is the one to report
+                    pass
                 raise
             return lease
         return None
@@ -243,14 +262,15 @@ class Board:
         """Renew the lease (cls_lock with may-renew). LeaseLost if another worker holds it."""
         if not self.valid(lease):
             raise LeaseLost(f"{self.oid} {lease.item.key}", "the lease ran out before it was renewed")
-        if lease.closed:
-            return
-        t0 = self.clock()
-        try:
-            self.store.lock_exclusive(self.oid, lease.item.key, lease.cookie, self.worker, self.lease_s)
-        except LockBusy:
-            raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker") from None
-        lease.valid_until = self._valid_from(t0)
+        with lease.guard:
+            if lease.closed:
+                return
+            t0 = self.clock()
+            try:
+                self.store.lock_exclusive(self.oid, lease.item.key, lease.cookie, self.worker, self.lease_s)
+            except LockBusy:
+                raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker") from None
+            lease.valid_until = self._valid_from(t0)
 
     def record(self, lease: Lease) -> None:
         """Write the item (its cursor, counters, state) while we still own it; LeaseLost if not."""
@@ -271,8 +291,9 @@ class Board:
         self.release(lease)
 
     def release(self, lease: Lease) -> None:
-        lease.closed = True
-        self._unlock(lease.item.n, lease.cookie)
+        with lease.guard:
+            lease.closed = True
+            self._unlock(lease.item.n, lease.cookie)
 
     def let_go(self, lease: Lease) -> None:
         """Stop counting a lost lease as ours (another worker holds the item, or will)."""

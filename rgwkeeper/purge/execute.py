@@ -467,8 +467,10 @@ class PurgeExecutor:
             self.ledger.save(force=True)
         before = self.state.memo[self.ITEMS_KEY]
         spec = {"plan_id": self.plan.plan_id, "plan": self.plan.to_dict(), "created": time.time(),
-                "lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
-        created = await self._board(self.board.publish, spec, list(p.index_shards))
+                "lease_s": self.board.lease_s}
+        # A resumed run may hold another cap or lease than the first: joins follow this run's.
+        run = {"lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
+        created = await self._board(self.board.publish, spec, list(p.index_shards), run)
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
                  created=created, workers=self.workers, board=self.board.oid)
         await self.run_items(step, counted_from=before)
@@ -500,7 +502,8 @@ class PurgeExecutor:
             await self.time.sleep(interval)
             try:
                 snap = await self._board_once(self.board.read)
-            except CephError:
+            except (CephError, UsageError) as exc:  # progress only: the workers report what matters
+                log.debug("purge items not read for progress", error=str(exc)[:200])
                 continue
             self.counters.clear()
             self.counters.update(_added(before, snap.counters()))

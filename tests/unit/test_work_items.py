@@ -196,7 +196,7 @@ def test_a_worker_killed_mid_item_loses_nothing_another_takes_it_over_from_its_l
         task = asyncio.ensure_future(join(p, io, joiner, workers=2, settings=FAST, sleep=quick))
         while not all(i.state == "done" or i.n == stuck.n for i in joiner.read().items):
             assert not task.done(), task.exception()  # the join may not end (or fail) before the takeover
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         assert joiner.read().items[stuck.n].state != "done"
         clock.t += 31
         return await task
@@ -365,7 +365,7 @@ def test_a_join_ends_well_when_the_purge_finishes_and_removes_its_items_meanwhil
         task = asyncio.ensure_future(join(p, io, joiner, workers=2, settings=FAST, sleep=quick))
         while not all(i.state == "done" or i.n == held.item.n for i in joiner.read().items):
             assert not task.done(), task.exception()
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.01)
         owner.finish(held)
         owner.discard()  # the purge verified the end state and removed its items
         return await task
@@ -437,7 +437,7 @@ def test_a_worker_waiting_on_another_process_item_ends_within_a_poll_of_it_being
         task = asyncio.ensure_future(join(p, io, me, workers=1, settings=FAST, sleep=sleep))
         while not all(i.state == "done" or i.n == held.item.n for i in other.read().items):
             assert not task.done(), task.exception()
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.01)
         finish_at[0] = clock.t + 3.5  # the other process finishes its item 3.5 s into the wait
         reads = len(full_reads)
         report = await task
@@ -483,3 +483,69 @@ def test_a_purge_whose_node_was_lost_is_finished_by_a_new_plan_on_another_node(t
     assert report.ok, report.checks
     assert "sweeps" not in report.counters and not w.exists
     assert report.counters["objects_deleted"] == 66  # the heads the lost node removed count as gone
+
+
+def test_a_resumed_run_s_cap_and_lease_are_what_a_join_follows(tmp_path):
+    """The items are kept on a resume, but the run's fields are rewritten: a purge resumed under a
+    rate cap refuses joins, and joins take the lease of the run they join."""
+    w = World(extra_plain=5)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    spec = {"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}
+    assert board.publish(spec, list(p.profile.index_shards), {"lease_s": 30, "paced": False, "rate_cap": 0})
+    assert not board.publish(spec, list(p.profile.index_shards), {"lease_s": 60, "paced": False, "rate_cap": 50})
+    assert board.read().spec["rate_cap"] == 50 and board.read().spec["lease_s"] == 60
+    from rgwkeeper.config import parse
+
+    with pytest.raises(UsageError, match="rate cap or pacing"):
+        asyncio.run(purge_api.join(board, PurgeRequest(w.bucket), io, purge_cfg=parse({}).purge, workers=1))
+    with pytest.raises(UsageError, match="lease_s 0 is not 3 to 3600 seconds"):
+        board.publish(spec, list(p.profile.index_shards), {"lease_s": 0, "paced": False, "rate_cap": 0})
+    with pytest.raises(UsageError, match="lease_s 0 is not 3 to 3600 seconds"):
+        board.read()
+
+
+def test_a_renewal_under_way_when_the_item_is_released_does_not_lock_it_again():
+    import threading
+
+    clock, osd, (a, b) = boards()
+    a.publish(SPEC, [".dir.x.0"])
+    lease = a.take()
+    entered, go = threading.Event(), threading.Event()
+    real = a.store.lock_exclusive
+
+    def slow_lock(*args):
+        entered.set()
+        go.wait(5)
+        return real(*args)
+
+    a.store.lock_exclusive = slow_lock
+    renewing = threading.Thread(target=a.renew, args=(lease,))
+    renewing.start()
+    assert entered.wait(5)
+    releasing = threading.Thread(target=a.release, args=(lease,))
+    releasing.start()
+    releasing.join(0.2)
+    assert releasing.is_alive()  # the release waits for the renewal on its way
+    go.set()
+    renewing.join(5)
+    releasing.join(5)
+    assert a.store.holders(a.oid, "item.000000") == []  # released after the renewal, not before it
+    assert b.take() is not None
+
+
+def test_a_take_that_fails_after_its_lock_landed_unlocks_the_item():
+    clock, osd, (a, b) = boards()
+    a.publish(SPEC, [".dir.x.0"])
+    real, reads = a.store.omap_get_all, []
+
+    def second_read_times_out(obj):
+        reads.append(obj)
+        if len(reads) == 2:  # the read after the lock and the owner compare
+            raise CephTimeout(f"{obj} omap get", "no answer within 10 s")
+        return real(obj)
+
+    a.store.omap_get_all = second_read_times_out
+    with pytest.raises(CephTimeout):
+        a.take()
+    assert b.take() is not None  # at once, not a lease later
