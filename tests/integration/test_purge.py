@@ -271,14 +271,15 @@ def test_interrupted_purge_resumes_to_completion(ceph_cluster, s3, bucket_name, 
 ITEMS_POOL = "rgwkeeper-test"  # the daemon tests' pool (daemon.pool): the work items live there
 
 
-@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_a_purge_run_as_work_items_survives_a_killed_worker_and_is_finished_by_a_join(ceph_cluster, s3,
                                                                                      bucket_name, tmp_path):
     """Index-listed, the delete runs as work items in RADOS (one per index shard). The purge kills
     itself (SIGKILL) mid-item with its leases held; `purge --join ID` from another process takes
     every other item, waits out the dead worker's leases, takes its items over from their last
     recorded page, and finishes; `--status` shows it all from a third; the purge, run again,
-    finds the items done, drops the bucket with counts that agree, and removes the items."""
+    finds the items done, drops the bucket with counts that agree, and removes the items.
+    Tentacle only, for the suite's time: it passed on Reef and Pacific too (2026-11-27), and the
+    mixed-bucket test above runs the items (pool, leases, records, removal) on every release."""
     b, copies = bucket_name, bucket_name + "-copies"
     s3.create_bucket(Bucket=b)
     s3.create_bucket(Bucket=copies)
