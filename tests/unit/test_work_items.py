@@ -549,3 +549,43 @@ def test_a_take_that_fails_after_its_lock_landed_unlocks_the_item():
     with pytest.raises(CephTimeout):
         a.take()
     assert b.take() is not None  # at once, not a lease later
+
+
+def test_a_join_works_under_the_lease_of_the_run_it_joins(tmp_path):
+    w = World(extra_plain=5)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    board = _board(FakeOsd(Clock()), p, "client.b")  # this node's config: 30 s
+    spec = {"plan_id": p.plan_id, "plan": p.to_dict(), "created": 0, "lease_s": 30}
+    board.publish(spec, list(p.profile.index_shards), {"lease_s": 45, "paced": False, "rate_cap": 0})
+    from rgwkeeper.config import parse
+
+    report = asyncio.run(purge_api.join(board, PurgeRequest(w.bucket), io, purge_cfg=parse({}).purge, workers=1))
+    assert board.lease_s == 45 and report.items_done == report.items
+
+
+def test_closing_the_connection_waits_for_a_call_still_running_before_librados_shuts_down():
+    import threading
+
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import RadosAdapter
+
+    events: list[str] = []
+    started = threading.Event()
+
+    class Cluster:
+        def shutdown(self):
+            events.append("shutdown")
+
+    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
+                                       rgw_credentials_file=None, timeout_s=5))
+    rados._cluster = Cluster()
+
+    def slow_call():
+        started.set()
+        threading.Event().wait(0.3)
+        events.append("call returned")
+
+    rados.submit(slow_call)
+    assert started.wait(5)
+    rados.close()
+    assert events == ["call returned", "shutdown"]
