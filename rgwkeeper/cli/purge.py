@@ -23,6 +23,7 @@ from rgwkeeper.adapters.connect import NONE, connected
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import endpoints_line, human_duration, render_items
 from rgwkeeper.errors import RgwkeeperError, UsageError
+from rgwkeeper.names import validate_bucket
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.execute import PurgeFailed, PurgeReport
 from rgwkeeper.purge.expire import BucketFailure, ExpireResult, expiry_problem, plan_expiry
@@ -188,6 +189,8 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
     delete runs as work items in RADOS that other admin nodes can join (--join ID).
     """
     if status_id is not None:
+        if bucket is not None:
+            validate_bucket(bucket)
         return _status(status_id, bucket, as_json, kwargs)
     if bucket is None:
         raise UsageError("give the BUCKET to purge (or --status ID to see a running purge)")
@@ -220,8 +223,8 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         items = purge_api.uses_items(plan)
         if workers is not None and not items:
             raise UsageError("--workers applies to a direct purge that lists by index shard (purge.direct_listing "
-                             f"= 'index'); this one is method {plan.method} listing through "
-                             f"{'S3' if plan.tuning.direct_listing == 's3' else 'RGW'} (nothing was changed)")
+                             f"= 'index'); this one is method {plan.method}"
+                             + (" listing through S3" if plan.method == "direct" else "") + " (nothing was changed)")
         workers = workers or purge_cfg.workers
         items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
                       f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "

@@ -54,7 +54,8 @@ from rgwkeeper.purge.textfile import ProgressTextfile
 log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "item_status", "items_view", "join", "open_board",
-           "request_differences", "uses_items", "valid_job_id", "worker_name", "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
+           "request_differences", "uses_items", "valid_job_id", "worker_name",
+           "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
            "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "impact", "open_io",
            "prepare", "raised_for", "ratio_journal", "run", "settings_from", "tuning_from"]

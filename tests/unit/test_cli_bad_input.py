@@ -74,6 +74,7 @@ BAD = [
     ["purge", "--status", " 0123456789ab"],
     ["purge", "--status", "0123456789ab "],
     ["purge", "--status", ""],
+    ["purge", "bad name", "--status", "0123456789ab"],
     ["purge"],
     ["purge", "b12", "--larger-than", ""],
     ["purge", "b12", "--larger-than", "99999999999TiB"],
