@@ -363,6 +363,14 @@ class LoadgenSection:
         30.0, "Seconds one load request may take before it is recorded as a timeout.", min=1.0, max=600.0)
     warmup_s: float = opt(
         5.0, "Seconds trimmed from the start of every run before anything is measured.", min=0.0, max=3600.0)
+    max_clock_skew_ms: float = opt(
+        50.0, "Load from several hosts (--agents): largest tolerated offset between an agent's clock and "
+        "the coordinator's, in ms, measured through RADOS when the agent joins; an agent beyond it is "
+        "refused. Seconds are binned on the coordinator's time, so an offset moves requests between "
+        "neighbouring seconds.", min=1.0, max=10_000.0)
+    agents_timeout_s: float = opt(
+        600.0, "Load from several hosts: seconds the coordinator waits for every agent to join and "
+        "prepare before it gives up.", min=5.0, max=86400.0)
     max_rate_drop: float = opt(
         0.10, "Verdict: largest tolerated drop of median ops/s, as a fraction of the baseline's "
         "(0.10 = 10%).", min=0.0, max=1.0)

@@ -377,6 +377,49 @@ class ObjectStore:
         except _NotFoundError:
             pass
 
+    def write_full(self, obj: str, data: bytes) -> None:
+        self._run(f"{obj} write {len(data)} bytes", lambda io: io.write_full(obj, data))
+
+    def read_all(self, obj: str) -> bytes | None:
+        """The object's whole data (None if it does not exist)."""
+        def read(ioctx: Any) -> bytes:
+            size = ioctx.stat(obj)[0]
+            return ioctx.read(obj, size) if size else b""
+
+        try:
+            return self._run(f"{obj} read", read)
+        except _NotFoundError:
+            return None
+
+    def watch(self, obj: str, answer: Callable[[bytes], bytes]) -> Any:
+        """Answer every notify sent to ``obj`` with ``answer(payload)`` (called on librados'
+        thread: keep it short). Returns the watch; ``close()`` it when done."""
+        def callback(notify_id: int, notifier_id: int, watch_id: int, data: bytes) -> bytes:
+            try:
+                return answer(data)
+            except Exception:  # noqa: BLE001 - an exception here would unwind into librados
+                return b""
+
+        return self._run(f"{obj} watch", lambda io: io.watch(obj, callback))
+
+    def notify(self, obj: str, payload: bytes, timeout_s: float) -> tuple[list[bytes], int]:
+        """Send ``payload`` to every watcher of ``obj``; (their answers, how many timed out)."""
+        done = threading.Event()
+        out: dict[str, Any] = {}
+
+        def complete(completion: Any, ret: int, acks: Any, timeouts: Any) -> None:
+            out.update(ret=ret, acks=acks or [], timeouts=timeouts or [])
+            done.set()
+
+        self._run(f"{obj} notify", lambda io: io.aio_notify(obj, complete, msg=payload.decode(),
+                                                            timeout_ms=int(timeout_s * 1000)))
+        if not done.wait(timeout_s + self.rados.access.timeout_s):
+            raise CephTimeout(f"{self.pool}/{obj} notify", f"no answer within {timeout_s:.0f} s")
+        if out["ret"] < 0 and not out["acks"]:
+            raise CephError(f"{self.pool}/{obj} notify", f"failed: {errno.errorcode.get(-out['ret'], out['ret'])}",
+                            ret=out["ret"])
+        return [a[2] for a in out["acks"]], len(out["timeouts"])
+
     def close(self) -> None:
         if self._ioctx is not None:
             ioctx, self._ioctx = self._ioctx, None

@@ -16,22 +16,32 @@ from rgwkeeper.errors import EXIT_USAGE, RgwkeeperError
 from rgwkeeper.units import FiniteFloat, FilePath, Text
 
 
-def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--config, --conf, --keyring, --name/--id, --rgw-endpoint, --rgw-credentials, --timeout."""
+def ceph_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--conf, --keyring, --name/--id, --timeout: how to reach the cluster with librados."""
     options = [
-        click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path),
-                     envvar="RGWKEEPER_CONFIG",
-                     help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]"),
         click.option("-c", "--conf", type=Text(), help="ceph.conf [default: $CEPH_CONF, then /etc/ceph/ceph.conf]"),
         click.option("-k", "--keyring", type=Text(), help="cephx keyring [default: the one ceph.conf names]"),
         click.option("-n", "--name", type=Text(), help="cephx client name, e.g. client.rgwkeeper [default: client.admin]"),
         click.option("-i", "--id", "client_id", type=Text(), help="cephx client id (the part after 'client.')"),
+        click.option("--timeout", type=FiniteFloat(1, 600), help="seconds per Ceph call, 1 to 600 [default: 10]"),
+    ]
+    for o in reversed(options):
+        fn = o(fn)
+    return fn
+
+
+def cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--config, --conf, --keyring, --name/--id, --rgw-endpoint, --rgw-credentials, --timeout."""
+    fn = ceph_options(fn)
+    options = [
+        click.option("--config", "config_path", type=FilePath(dir_okay=False, path_type=Path),
+                     envvar="RGWKEEPER_CONFIG",
+                     help="rgwkeeper TOML config [default: $RGWKEEPER_CONFIG, then /etc/rgwkeeper/rgwkeeper.toml if present]"),
         click.option("--rgw-endpoint", type=Text(), multiple=True,
                      help="RGW endpoint URL; repeat it for several RGWs of one zone, which share the requests "
                           "[default: rgw.endpoint(s) in the config]"),
         click.option("--rgw-credentials", type=Text(), help="file with access_key and secret_key, mode 0600 "
                                                "[default: rgw.credentials_file in the config]"),
-        click.option("--timeout", type=FiniteFloat(1, 600), help="seconds per Ceph call, 1 to 600 [default: 10]"),
     ]
     for o in reversed(options):
         fn = o(fn)

@@ -23,12 +23,14 @@ from rich.table import Table
 
 from rgwkeeper import config as config_mod
 from rgwkeeper.access import RgwCredentials, check_endpoints, load_credentials, read_text
-from rgwkeeper.cli.common import cluster_options, emit_json, load_access
+from rgwkeeper.cli.common import ceph_options, cluster_options, emit_json, load_access
 from rgwkeeper.cli.render import endpoints_line
 from rgwkeeper.errors import UsageError
 from rgwkeeper.loadgen import analysis
+from rgwkeeper.loadgen.fleet import Agent, Coordinator, job_store, merged, run_agent, run_fleet, valid_job_id
 from rgwkeeper.loadgen.runner import Live, RunSpec, default_workers, run_load
-from rgwkeeper.loadgen.verify import MAINTENANCE_KINDS, Maintenance, result_of, tolerances, verify_run
+from rgwkeeper.loadgen.verify import (MAINTENANCE_KINDS, FleetSetup, Maintenance, result_of, tolerances,
+                                      verify_run)
 from rgwkeeper.loadgen.workload import DEFAULT_MIX, OPS, SizeDist, Workload, parse_mix
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.units import MAX_INT, FiniteFloat, FiniteInt, FilePath, Text
@@ -227,6 +229,13 @@ def render_run(result: dict[str, Any], console: Console) -> None:
     line = endpoints_line(result.get("rgw_endpoints", []))
     if line:
         console.print(line, highlight=False)
+    fleet = result.get("agents")
+    if fleet:
+        each = "; ".join(
+            f"{a['slot']} on {a['host']}: {a['requests']} requests, clock "
+            + (f"{a['clock']['offset_ms']:+.1f} ms (+-{a['clock']['rtt_ms'] / 2:.1f})" if a.get("clock") else "-")
+            for a in fleet["each"])
+        console.print(f"agents ({fleet['count']}, job {fleet['job']}): {each}", highlight=False)
     for n in result["notes"]:
         console.print(f"note: {n}")
     for kind, path in result.get("files", {}).items():
@@ -240,6 +249,14 @@ def render_verdict(v: dict[str, Any], console: Console) -> None:
         console.print(f"  {c['outcome']:<12} {c['text']}")
     for r in v["reasons"]:
         console.print(f"  - {r}")
+
+
+def agents_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--agents", type=FiniteInt(1, 1000), default=None,
+        help="load from N agents on other hosts, coordinated through RADOS (daemon.pool): --rate is the "
+             "fleet's, --workers, --concurrency and --objects each agent's; start each with "
+             "`rgwkeeper loadgen agent --job ID`")(fn)
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -259,22 +276,98 @@ def loadgen() -> None:
                                         "[default: rgw.credentials_file in the config]")
 @click.option("--duration", type=FiniteFloat(1, 86400), default=30, show_default=True,
               help="seconds of load after the start barrier")
+@agents_option
+@ceph_options
 @load_options
 def run_cmd(config_path: Path | None, rgw_endpoint: tuple[str, ...], rgw_credentials: str | None, duration: float,
-            **o: Any) -> None:
-    """Put load on RGW and report ops/s and latency percentiles per operation."""
-    cfg = config_mod.load(config_path)
-    endpoints, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
-    spec = _spec(cfg, endpoints, o, duration)
-    warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
-    with progress_line(not o["no_progress"], duration) as progress:
-        data = asyncio.run(run_load(spec, creds, progress=progress))
-    result, series, rec = result_of(data, warmup)
-    _write_outputs(result, series, rec, o, f"rgwkeeper loadgen run ({spec.mode} loop) {data.started_at}")
+            agents: int | None, **o: Any) -> None:
+    """Put load on RGW and report ops/s and latency percentiles per operation.
+
+    With --agents N the load comes from N agents (`rgwkeeper loadgen agent --job ID` on each
+    load host); this command coordinates them through RADOS and reports their merged run.
+    """
+    ceph = {k: o.pop(k) for k in ("conf", "keyring", "name", "client_id", "timeout")}
+    if agents is None:
+        cfg = config_mod.load(config_path)
+        endpoints, creds = _rgw(cfg, rgw_endpoint, rgw_credentials)
+        spec = _spec(cfg, endpoints, o, duration)
+        warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
+        with progress_line(not o["no_progress"], duration) as progress:
+            data = asyncio.run(run_load(spec, creds, progress=progress))
+        result, series, rec = result_of(data, warmup)
+        title = f"rgwkeeper loadgen run ({spec.mode} loop) {data.started_at}"
+    else:
+        _no_raw_with_agents(o)
+        cfg, access = load_access({"config_path": config_path, "rgw_endpoint": rgw_endpoint,
+                                   "rgw_credentials": rgw_credentials, **ceph})
+        creds = access.rgw_credentials()
+        spec = _spec(cfg, access.require_rgw_endpoints(), o, duration)
+        warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
+        with job_store(access, cfg.daemon.pool, cfg.daemon.create_pool) as store:
+            coord = Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000)
+            with progress_line(not o["no_progress"], duration) as progress:
+                run = asyncio.run(run_fleet(coord, creds, announce=_announce(agents),
+                                            join_timeout_s=cfg.loadgen.agents_timeout_s, progress=progress))
+        result, series = merged(run, warmup, max_skew_s=coord.max_skew_s)
+        rec = None
+        title = f"rgwkeeper loadgen run ({spec.mode} loop, {agents} agents) {run.started_at}"
+    _write_outputs(result, series, rec, o, title)
     if o["as_json"]:
         emit_json(result)
     else:
         render_run(result, Console())
+
+
+def _no_raw_with_agents(o: dict[str, Any]) -> None:
+    if o.get("raw_path"):
+        raise UsageError("--raw with --agents: raw records stay on each agent's host; give --raw to "
+                         "`rgwkeeper loadgen agent` instead")
+
+
+def _announce(agents: int) -> Callable[[str], None]:
+    def say(job_id: str) -> None:
+        click.echo(f"load job {job_id}: waiting for {agents} agent(s); on each load host run: "
+                   f"rgwkeeper loadgen agent --job {job_id}", err=True)
+        log.info("loadgen_job_published", job=job_id, agents=agents)
+
+    return say
+
+
+@loadgen.command("agent")
+@cluster_options
+@click.option("--job", "job_id", required=True, type=Text(), callback=_checked(valid_job_id),
+              help="the load job's id, as `loadgen run --agents` or `verify --agents` printed it")
+@click.option("--out", "out_path", type=FilePath(dir_okay=False, path_type=Path),
+              help="write this agent's own result JSON here")
+@click.option("--raw", "raw_path", type=FilePath(dir_okay=False, path_type=Path),
+              help="write every request this agent made, raw (CSV), here")
+@click.option("--no-progress", is_flag=True, help="no live progress line")
+@click.option("--json", "as_json", is_flag=True, help="print this agent's own result as JSON")
+def agent_cmd(job_id: str, **o: Any) -> None:
+    """Join a load job from this host: run its share of the load when the coordinator starts it.
+
+    The workload, rate and duration are the coordinator's; RGW endpoints and credentials are
+    this host's own (config or flags). The coordinator reports the merged run; this prints
+    this agent's share.
+    """
+    cfg, access = load_access(o)
+    endpoints, creds = access.require_rgw_endpoints(), access.rgw_credentials()
+    with job_store(access, cfg.daemon.pool, None) as store:
+        agent = Agent(store, job_id)
+        with progress_line(not o["no_progress"], None) as progress:
+            spec, data, _ = asyncio.run(run_agent(agent, endpoints, creds, progress=progress))
+    result, series, rec = result_of(data, cfg.loadgen.warmup_s)
+    result["agent"] = {"job": job_id, "slot": agent.slot, "workers": [spec.worker_base, spec.worker_base + spec.workers - 1],
+                       "clock": agent.offset.to_dict() if agent.offset else None}
+    _write_outputs(result, series, rec, {**o, "plot_path": None}, f"rgwkeeper loadgen agent {agent.slot}")
+    if o["as_json"]:
+        emit_json(result)
+    else:
+        console = Console()
+        console.print(f"agent {agent.slot} of load job {job_id} (workers {spec.worker_base}.."
+                      f"{spec.worker_base + spec.workers - 1}; clock "
+                      f"{agent.offset.offset_ns / 1e6 if agent.offset else 0:+.1f} ms against the coordinator's)")
+        render_run(result, console)
 
 
 @loadgen.command("compare")
@@ -328,10 +421,17 @@ def _no_constant(name: str) -> None:
 @click.option("--maintenance-timeout", type=FiniteFloat(1, 604800), default=3600, show_default=True,
               help="seconds the maintenance command may run before it is killed (the window is judged "
                    "anyway, and cannot PASS)")
+@agents_option
 @load_options
 def verify(baseline_s: float, window_s: float, maintenance: str | None, maintenance_cmd: str | None,
-           scrub_every: float | None, maintenance_timeout: float, **o: Any) -> None:
-    """Run load, start maintenance while it runs, and judge whether the load noticed: PASS/FAIL/INCONCLUSIVE."""
+           scrub_every: float | None, maintenance_timeout: float, agents: int | None, **o: Any) -> None:
+    """Run load, start maintenance while it runs, and judge whether the load noticed: PASS/FAIL/INCONCLUSIVE.
+
+    With --agents N the load comes from N agents on other hosts (`rgwkeeper loadgen agent
+    --job ID`); the maintenance runs here and the verdict judges their merged run.
+    """
+    if agents is not None:
+        _no_raw_with_agents(o)
     if (maintenance is None) == (maintenance_cmd is None):
         raise UsageError("give exactly one of --maintenance deep-scrub|none and --maintenance-cmd 'ARGV'")
     argv = shlex.split(maintenance_cmd) if maintenance_cmd else []
@@ -348,9 +448,15 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
     start_at = warmup + baseline_s
     maint = Maintenance(start_at=start_at, window_s=window_s, kind=maintenance or "cmd", argv=argv,
                         access=access, scrub_every=scrub_every, timeout_s=maintenance_timeout)
-    with progress_line(not o["no_progress"], None) as progress:
+    with contextlib.ExitStack() as stack:
+        fleet = None
+        if agents is not None:
+            store = stack.enter_context(job_store(access, cfg.daemon.pool, cfg.daemon.create_pool))
+            fleet = FleetSetup(Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000),
+                               _announce(agents), cfg.loadgen.agents_timeout_s)
+        progress = stack.enter_context(progress_line(not o["no_progress"], None))
         done = asyncio.run(verify_run(spec, creds, maint, warmup_s=warmup, tol=tolerances(cfg.loadgen),
-                                      progress=progress))
+                                      progress=progress, fleet=fleet))
     result, windows = done.result, done.windows
     _write_outputs(result, done.series, done.records, o, f"rgwkeeper verify: {maint.describe()} - {done.outcome}",
                    windows=[{"name": w.name, "start": w.start, "end": w.end} for w in windows])

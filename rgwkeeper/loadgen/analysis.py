@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -174,8 +174,17 @@ def run_window(stop_s: float, warmup_s: float, name: str = "run") -> Window:
     return Window.between(name, warmup_s, stop_s)
 
 
-def _hdr(values_us: np.ndarray) -> HdrHistogram:
-    h = HdrHistogram(HDR_LOWEST_US, HDR_HIGHEST_US, HDR_DIGITS)
+#: The latencies a summary reports: (name, from, to) fields of a raw record.
+LATENCIES = (("latency_ms", "intended", "end"), ("service_ms", "start", "end"),
+             ("first_byte_ms", "intended", "first_byte"), ("start_lag_ms", "intended", "start"))
+
+
+def new_hdr() -> HdrHistogram:
+    return HdrHistogram(HDR_LOWEST_US, HDR_HIGHEST_US, HDR_DIGITS)
+
+
+def _hdr(values_us: np.ndarray, h: HdrHistogram | None = None) -> HdrHistogram:
+    h = h if h is not None else new_hdr()
     clipped = np.clip(np.rint(values_us), HDR_LOWEST_US, HDR_HIGHEST_US).astype(np.int64)
     vals, counts = np.unique(clipped, return_counts=True)
     for v, c in zip(vals.tolist(), counts.tolist()):
@@ -187,7 +196,12 @@ def latency_summary(values_us: np.ndarray) -> dict[str, float] | None:
     """p50/p90/p99/p99.9, mean and max in ms, from an HDR histogram (None if no values)."""
     if len(values_us) == 0:
         return None
-    h = _hdr(values_us)
+    return hdr_summary(_hdr(values_us))
+
+
+def hdr_summary(h: HdrHistogram) -> dict[str, float] | None:
+    if h.get_total_count() == 0:
+        return None
     out = {f"p{q:g}": h.get_value_at_percentile(q) / 1000.0 for q in PERCENTILES}
     out["mean"] = round(h.get_mean_value() / 1000.0, 3)
     out["max"] = h.get_max_value() / 1000.0
@@ -216,19 +230,126 @@ def summarize(rec: np.ndarray, window: Window) -> dict[str, Any]:
             "errors": int(len(mine) - len(good)),
             "ops_per_s": round(len(good) / secs, 3) if secs else 0.0,
             "bytes_per_s": round(float(good["size"].sum()) / secs, 1) if secs else 0.0,
-            "latency_ms": latency_summary((good["end"] - good["intended"]) / 1000.0),
-            "service_ms": latency_summary((good["end"] - good["start"]) / 1000.0),
-            "first_byte_ms": latency_summary((good["first_byte"] - good["intended"]) / 1000.0),
-            "start_lag_ms": latency_summary((good["start"] - good["intended"]) / 1000.0),
+            **{lat: latency_summary((good[b] - good[a]) / 1000.0) for lat, a, b in LATENCIES},
         }
+    return _summary(window, secs, int(len(inside)), int((~ok).sum()), int(ok.sum()), per_op)
+
+
+def _summary(window: Window, secs: int, requests: int, errors: int, ok: int, per_op: dict[str, Any]) -> dict[str, Any]:
     return {
         "window": asdict(window),
         "seconds": secs,
-        "requests": int(len(inside)),
-        "errors": int((~ok).sum()),
-        "ops_per_s": round(int(ok.sum()) / secs, 3) if secs else 0.0,
+        "requests": requests,
+        "errors": errors,
+        "ops_per_s": round(ok / secs, 3) if secs else 0.0,
         "per_op": per_op,
     }
+
+
+# -- runs from several agents: per-second HDR histograms, added ---------------------------------
+
+#: Per operation, per latency (``LATENCIES``), per second (by end time): the HDR histograms of
+#: that second's successful requests, in HdrHistogram's own base64 encoding, one per agent.
+SecondHistograms = dict[str, dict[str, dict[int, list[bytes]]]]
+
+
+def second_histograms(rec: np.ndarray, seconds: int) -> SecondHistograms:
+    """What an agent ships instead of its raw records (windows are whole seconds, so the
+    summaries made from these equal :func:`summarize` of all agents' records together)."""
+    sec = rec["end"] // 1_000_000_000
+    good = rec[ok_mask(rec) & (sec >= 0) & (sec < max(0, int(seconds)))]
+    gsec = good["end"] // 1_000_000_000
+    h = new_hdr()
+    out: SecondHistograms = {}
+    for code, name in enumerate(OPS):
+        mine = good["op"] == code
+        if not mine.any():
+            continue
+        per_lat = out.setdefault(name, {})
+        for lat, a, b in LATENCIES:
+            values = (good[b][mine] - good[a][mine]) / 1000.0
+            secs = gsec[mine]
+            per_sec: dict[int, list[bytes]] = {}
+            for s in np.unique(secs).tolist():
+                h.reset()
+                per_sec[int(s)] = [_hdr(values[secs == s], h).encode()]
+            per_lat[lat] = per_sec
+    return out
+
+
+def merge_histograms(parts: Iterable[SecondHistograms]) -> SecondHistograms:
+    out: SecondHistograms = {}
+    for part in parts:
+        for op, lats in part.items():
+            for lat, secs in lats.items():
+                dest = out.setdefault(op, {}).setdefault(lat, {})
+                for s, encoded in secs.items():
+                    dest.setdefault(int(s), []).extend(encoded)
+    return out
+
+
+def merge_series(parts: Iterable[Series], seconds: int) -> Series:
+    """Agents' per-second series added, second by second, over the first ``seconds``."""
+    ops: dict[str, OpSeries] = {}
+    for part in parts:
+        n = min(seconds, part.seconds)
+        for name, s in part.ops.items():
+            o = ops.setdefault(name, OpSeries(np.zeros(seconds, np.int64), np.zeros(seconds, np.int64),
+                                              np.zeros(seconds, np.int64), np.zeros((seconds, GRID_BUCKETS), np.int64)))
+            o.ok[:n] += s.ok[:n]
+            o.errors[:n] += s.errors[:n]
+            o.bytes[:n] += s.bytes[:n]
+            o.hist[:n] += s.hist[:n]
+    return Series(seconds, ops)
+
+
+def summarize_merged(series: Series, hists: SecondHistograms, window: Window) -> dict[str, Any]:
+    """:func:`summarize` of a window, from per-second series and histograms (several agents')."""
+    secs = max(window.seconds, 0)
+    lo, hi = window.start, min(window.end, series.seconds)
+    per_op: dict[str, Any] = {}
+    requests = errors = ok = 0
+    for name in OPS:
+        s = series.ops.get(name)
+        if s is None or not secs:
+            continue
+        n_ok, n_err = int(s.ok[lo:hi].sum()), int(s.errors[lo:hi].sum())
+        if n_ok + n_err == 0:
+            continue
+        requests, errors, ok = requests + n_ok + n_err, errors + n_err, ok + n_ok
+        lats = {}
+        for lat, _, _ in LATENCIES:
+            h = new_hdr()
+            for sec, encoded in hists.get(name, {}).get(lat, {}).items():
+                if lo <= sec < hi:
+                    for e in encoded:
+                        h.decode_and_add(e)
+            lats[lat] = hdr_summary(h)
+        per_op[name] = {
+            "requests": n_ok + n_err,
+            "errors": n_err,
+            "ops_per_s": round(n_ok / secs, 3),
+            "bytes_per_s": round(float(s.bytes[lo:hi].sum()) / secs, 1),
+            **lats,
+        }
+    return _summary(window, secs, requests, errors, ok, per_op)
+
+
+def histograms_to_json(hists: SecondHistograms) -> dict[str, Any]:
+    return {op: {lat: {str(s): [e.decode() for e in enc] for s, enc in secs.items()} for lat, secs in lats.items()}
+            for op, lats in hists.items()}
+
+
+def histograms_from_json(data: dict[str, Any]) -> SecondHistograms:
+    out: SecondHistograms = {}
+    for op, lats in data.items():
+        if op not in OPS:
+            raise ValueError(f"unknown operation {op!r} in the histograms")
+        for lat, secs in lats.items():
+            if lat not in {name for name, _, _ in LATENCIES}:
+                raise ValueError(f"unknown latency {lat!r} in the histograms")
+            out.setdefault(op, {})[lat] = {int(s): [str(e).encode() for e in enc] for s, enc in secs.items()}
+    return out
 
 
 def rate_stats(rates: np.ndarray) -> dict[str, float | None]:
@@ -514,10 +635,18 @@ def build_result(rec: np.ndarray, *, stop_s: float, warmup_s: float, spec: dict[
                  events: list[dict[str, Any]], client_cpu: dict[str, Any], started_at: str,
                  notes: list[str], windows: list[Window] | None = None) -> dict[str, Any]:
     """The JSON of one run: spec, events, client CPU, per-second series, window summaries."""
-    seconds = int(math.floor(stop_s))
-    series = per_second(rec, seconds)
+    series = per_second(rec, int(math.floor(stop_s)))
+    return result_document(series, lambda w: summarize(rec, w), stop_s=stop_s, warmup_s=warmup_s, spec=spec,
+                           events=events, client_cpu=client_cpu, started_at=started_at, notes=notes, windows=windows)
+
+
+def result_document(series: Series, summarize_window: Callable[[Window], dict[str, Any]], *, stop_s: float,
+                    warmup_s: float, spec: dict[str, Any], events: list[dict[str, Any]], client_cpu: dict[str, Any],
+                    started_at: str, notes: list[str], windows: list[Window] | None = None) -> dict[str, Any]:
+    """The result JSON from a run's series and a way to summarize a window of it (from raw
+    records on one host, from added per-second histograms for agents on several)."""
     run_w = run_window(stop_s, warmup_s)
-    summaries = {w.name: summarize(rec, w) for w in [run_w, *(windows or [])]}
+    summaries = {w.name: summarize_window(w) for w in [run_w, *(windows or [])]}
     total = series.total_ok()
     return {
         "rgwkeeper_loadgen": RESULT_FORMAT,

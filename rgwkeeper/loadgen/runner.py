@@ -41,7 +41,7 @@ import threading
 import time
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
@@ -84,6 +84,11 @@ class RunSpec:
     prepare_timeout_s: float = 600.0
     #: Further RGW endpoints of the same zone: requests spread over all (the least busy first).
     more_endpoints: tuple[str, ...] = ()
+    #: One agent of several (``loadgen agent``): its workers are ``worker_base`` on of
+    #: ``fleet_workers`` in all, ``rate`` is the whole fleet's and the open-loop schedule is
+    #: interleaved over every agent's workers; the buckets are the coordinator's to create.
+    worker_base: int = 0
+    fleet_workers: int = 0
 
     @property
     def endpoints(self) -> tuple[str, ...]:
@@ -103,6 +108,18 @@ class RunSpec:
         check_number(self.prepare_concurrency, "prepare_concurrency", lo=1, hi=10_000, integer=True)
         check_number(self.prepare_timeout_s, "prepare_timeout_s", lo=1, hi=86400, unit=" s")
         check_text(self.region, "region")
+        check_number(self.worker_base, "worker_base", lo=0, hi=1_000_000, integer=True)
+        check_number(self.fleet_workers, "fleet_workers", lo=0, hi=1_000_000, integer=True)
+        if self.fleet_workers and self.worker_base + self.workers > self.fleet_workers:
+            raise UsageError(f"workers {self.worker_base}..{self.worker_base + self.workers - 1} are not among "
+                             f"the fleet's {self.fleet_workers}")
+
+    @property
+    def in_fleet(self) -> bool:
+        return self.fleet_workers > 0
+
+    def global_worker(self, index: int) -> int:
+        return self.worker_base + index
 
     @property
     def mode(self) -> str:
@@ -209,9 +226,10 @@ async def drive(plan: WorkerPlan, execute: Execute, recorder: Recorder, *, t0: i
 # -- the worker process -------------------------------------------------------------------------
 
 def _stamp_start(t0: Any, stop: Any, duration_ns: int | None) -> None:
-    # Runs in whichever process reaches the barrier last, before any is released.
-    t0.value = time.monotonic_ns() + START_LEAD_NS
-    if duration_ns is not None:
+    # Runs in whichever process reaches the barrier last, before any is released. An agent's
+    # start was set before the barrier (the coordinator's start time on this host's clock).
+    t0.value = t0.value or time.monotonic_ns() + START_LEAD_NS
+    if duration_ns is not None and not stop.value:
         stop.value = t0.value + duration_ns
 
 
@@ -261,7 +279,7 @@ def _worker_main(spec: RunSpec, index: int, credentials: RgwCredentials, conn: A
 
 async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: Any, barrier: Any,
                   t0_value: Any, stop_value: Any) -> None:
-    plan = WorkerPlan(spec.workload, index)
+    plan = WorkerPlan(spec.workload, spec.global_worker(index))
     pool = memoryview(spec.workload.payload_pool())
     in_flight = spec.in_flight(index)
     async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s,
@@ -303,8 +321,8 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
         counts0 = s3.pool.counts()
         try:
             issued = await drive(plan, execute, recorder, t0=t0, in_flight=in_flight,
-                                 stop_at=lambda: stop_value.value or _NEVER, rate=spec.rate, worker=index,
-                                 workers=spec.workers)
+                                 stop_at=lambda: stop_value.value or _NEVER, rate=spec.rate,
+                                 worker=spec.global_worker(index), workers=spec.fleet_workers or spec.workers)
         finally:
             cpu = time.process_time() - cpu0
             done.set()
@@ -451,15 +469,25 @@ Controller = Callable[[RunHandle], Awaitable[None]]
 Progress = Callable[[float, Live], None]
 
 
+class StartGate(Protocol):
+    """An agent's run starts and stops when its coordinator says (``loadgen.fleet``). Both
+    block (they run on a thread) and give times on this host's CLOCK_MONOTONIC, in ns."""
+
+    def start_ns(self, timeout_s: float) -> int:
+        """Called once every worker is prepared: when the load starts."""
+
+    def stop_ns(self) -> int | None:
+        """Called every tick of the run: when the load stops, once known."""
+
+
 async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Controller | None = None,
-                   progress: Progress | None = None, tick_s: float = 0.5) -> RunData:
+                   progress: Progress | None = None, tick_s: float = 0.5, gate: StartGate | None = None) -> RunData:
     """Prepare, run and clean up one load run; ``controller`` runs as a task once load starts."""
-    if spec.duration_s is None and controller is None:
+    if spec.duration_s is None and controller is None and gate is None:
         raise UsageError("a run without a duration needs a controller to stop it")
     notes: list[str] = []
-    buckets = spec.workload.bucket_names()
-    async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
-        created = [b for b in buckets if await s3.create_bucket_if_missing(b)]
+    # An agent's buckets are its coordinator's, made before the agents came.
+    created = [] if spec.in_fleet else await make_buckets(spec, credentials)
 
     # fork when nothing else runs in this process (no thread can hold a lock the child would
     # inherit): the workers then start without importing anything, about 0.3 s of CPU less
@@ -485,6 +513,11 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     control_task: asyncio.Task[None] | None = None
     try:
+        if gate is not None:
+            await asyncio.to_thread(_wait_ready, collector, spec.prepare_timeout_s)
+            t0.value = await asyncio.to_thread(gate.start_ns, spec.prepare_timeout_s)
+            if duration_ns is not None:
+                stop_value.value = t0.value + duration_ns
         await asyncio.to_thread(_wait_barrier, barrier, spec.prepare_timeout_s, collector)
         collector.t0 = t0.value
         cpu0 = time.process_time()
@@ -496,6 +529,8 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
                 raise CephError("load run", collector.failure)
             if control_task is not None and control_task.done():
                 control_task.result()  # re-raise a controller failure
+            if gate is not None and (at := await asyncio.to_thread(gate.stop_ns)) is not None:
+                stop_value.value = min(stop_value.value or at, at)
             now_s = handle.now_s()
             collector.live.roll(now_s)
             if progress is not None:
@@ -521,12 +556,7 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
                 p.terminate()
                 await asyncio.to_thread(p.join, 5)
         collector.stop()
-        if created and not spec.keep:
-            async with S3Clients(spec.endpoints, credentials, region=spec.region,
-                                 timeout_s=spec.request_timeout_s) as s3:
-                for b in created:
-                    if not await s3.delete_bucket(b):
-                        notes.append(f"bucket {b} was not empty after cleanup; left in place")
+        notes.extend(await remove_buckets(spec, credentials, created))
 
     for w in collector.cleaned:
         if w["failed"]:
@@ -539,6 +569,34 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
     return RunData(spec=spec.to_dict(), columns=collector.columns(), t0_ns=collector.t0, stop_s=stop_s, events=events,
                    workers=sorted(collector.done, key=lambda w: w["worker"]), parent_cpu_s=parent_cpu,
                    started_at=started_at, notes=notes)
+
+
+async def make_buckets(spec: RunSpec, credentials: RgwCredentials) -> list[str]:
+    """Create the workload's buckets that are missing; return those it created."""
+    async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
+        return [b for b in spec.workload.bucket_names() if await s3.create_bucket_if_missing(b)]
+
+
+async def remove_buckets(spec: RunSpec, credentials: RgwCredentials, created: list[str]) -> list[str]:
+    """Remove the buckets a run created (unless it keeps them); notes for those left behind."""
+    if not created or spec.keep:
+        return []
+    notes = []
+    async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
+        for b in created:
+            if not await s3.delete_bucket(b):
+                notes.append(f"bucket {b} was not empty after cleanup; left in place")
+    return notes
+
+
+def _wait_ready(collector: "_Collector", timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while collector.ready < collector.workers:
+        if collector.failure:
+            raise CephError("prepare", collector.failure)
+        if time.monotonic() > deadline:
+            raise CephError("prepare", f"workers not ready within {timeout:.0f} s (prepare too slow or a worker died)")
+        time.sleep(0.05)
 
 
 def _wait_barrier(barrier: Any, timeout: float, collector: "_Collector") -> None:
@@ -619,6 +677,7 @@ class _Collector(threading.Thread):
         self.done: list[dict[str, Any]] = []
         self.cleaned: list[dict[str, Any]] = []
         self.prepare_errors = 0
+        self.ready = 0
         self.failure: str | None = None
         self._stopping = threading.Event()
         self._cleaned_evt = threading.Event()
@@ -649,6 +708,7 @@ class _Collector(threading.Thread):
             self.live.add(cols[1], cols[3], cols[6], self.t0)
         elif isinstance(msg, Ready):
             self.prepare_errors += msg.prepare_errors
+            self.ready += 1
         elif isinstance(msg, Done):
             self.done.append(_stats(msg))
         elif isinstance(msg, Cleaned):

@@ -19,6 +19,7 @@ from rgwkeeper.adapters.connect import NONE, open_adapters
 from rgwkeeper.config import LoadgenSection
 from rgwkeeper.errors import UsageError
 from rgwkeeper.loadgen import analysis
+from rgwkeeper.loadgen.fleet import Coordinator, merged, run_fleet
 from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, run_load
 
 MAINTENANCE_KINDS = ("deep-scrub", "none")
@@ -171,16 +172,37 @@ class Verified:
     outcome: str
 
 
+@dataclass
+class FleetSetup:
+    """``verify --agents``: the load comes from agents on other hosts (``loadgen.fleet``)."""
+
+    coordinator: Coordinator
+    announce: Callable[[str], None]
+    join_timeout_s: float
+
+
 async def verify_run(spec: RunSpec, creds: RgwCredentials, maint: Maintenance, *, warmup_s: float,
-                     tol: analysis.Tolerances, progress: Callable[[float, Live], None] | None = None) -> Verified:
+                     tol: analysis.Tolerances, progress: Callable[[float, Live], None] | None = None,
+                     fleet: FleetSetup | None = None) -> Verified:
     """Run the load with ``maint`` as its controller and judge the maintenance window against
-    the baseline before it. A maintenance command that exited non-zero cannot PASS."""
-    data = await run_load(spec, creds, controller=maint.control, progress=progress)
+    the baseline before it. A maintenance command that exited non-zero cannot PASS. With
+    ``fleet``, agents make the load and the verdict judges their merged run (no raw records)."""
+    if fleet is None:
+        data = await run_load(spec, creds, controller=maint.control, progress=progress)
+        stop_s = data.stop_s
+    else:
+        run = await run_fleet(fleet.coordinator, creds, announce=fleet.announce, join_timeout_s=fleet.join_timeout_s,
+                              controller=maint.control, progress=progress)
+        stop_s = run.stop_s
     m_start = maint.started_t if maint.started_t is not None else maint.start_at
     windows = [analysis.Window.between("baseline", warmup_s, m_start),
-               analysis.Window.between("maintenance", m_start, data.stop_s)]
-    result, series, rec = result_of(data, warmup_s, windows)
-    notes = list(data.notes)
+               analysis.Window.between("maintenance", m_start, stop_s)]
+    if fleet is None:
+        result, series, rec = result_of(data, warmup_s, windows)
+    else:
+        result, series = merged(run, warmup_s, windows, fleet.coordinator.max_skew_s)
+        rec = None
+    notes = list(result["notes"])
     if maint.exit_code not in (None, 0):
         notes.append(f"maintenance command exited {maint.exit_code}: the window judged may not have had "
                      f"the maintenance it was meant to")

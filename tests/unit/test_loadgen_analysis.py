@@ -285,3 +285,47 @@ def test_slow_second_increase_sets_the_slow_seconds_threshold_apart_from_the_p99
     assert A.slow_seconds_check("PUT", h[:20], h[20:], wide).estimate == 0
     apart = A.slow_seconds_check("PUT", h[:20], h[20:], A.Tolerances(**{**wide.__dict__, "slow_second_increase": 1.0}))
     assert apart.outcome == A.FAIL and apart.estimate == 5 and "+100%" in apart.text
+
+
+# -- several agents: per-second HDR histograms added ------------------------------------------
+
+def _agents_records():
+    """Two agents' records over the same 12 s: PUT and GET, some errors, different latencies."""
+    a = np.concatenate([synth([50] * 12, median_ms=20, seed=11), synth([20] * 12, op="GET", median_ms=5, seed=12),
+                        synth([3] * 12, status=503, seed=13)])
+    b = np.concatenate([synth([40] * 12, median_ms=35, seed=21, sigma=0.8), synth([2] * 12, op="GET", status=404, seed=22)])
+    for rec, lag in ((a, 1_000_000), (b, 7_000_000)):
+        rec["start"] = rec["intended"] + lag
+        rec["first_byte"] = rec["end"] - 500_000
+    return a, b
+
+
+@pytest.mark.parametrize("window", [A.Window("run", 2, 12), A.Window("baseline", 0, 5), A.Window("w", 5, 6),
+                                    A.Window("empty", 7, 7)])
+def test_summaries_from_added_agent_histograms_equal_the_summary_of_all_records(window):
+    a, b = _agents_records()
+    # What each agent ships goes through JSON, as it does through RADOS.
+    shipped = [A.histograms_from_json(json.loads(json.dumps(A.histograms_to_json(A.second_histograms(r, 12)))))
+               for r in (a, b)]
+    series = A.merge_series([A.per_second(a, 12), A.per_second(b, 12)], 12)
+    merged = A.summarize_merged(series, A.merge_histograms(shipped), window)
+    assert merged == A.summarize(np.concatenate([a, b]), window)
+    if window.seconds > 1:
+        assert merged["per_op"]["PUT"]["latency_ms"]["p99"] > 0 and merged["errors"] > 0
+
+
+def test_added_series_equal_the_series_of_all_records():
+    a, b = _agents_records()
+    merged = A.merge_series([A.per_second(a, 12), A.per_second(b, 10)], 12)  # b stopped early
+    whole = A.per_second(np.concatenate([a, b[b["end"] < 10 * S]]), 12)
+    assert merged.ops.keys() == whole.ops.keys()
+    for op in whole.ops:
+        for field in ("ok", "errors", "bytes", "hist"):
+            assert np.array_equal(getattr(merged.ops[op], field), getattr(whole.ops[op], field)), (op, field)
+
+
+def test_histograms_from_json_refuse_what_no_agent_writes():
+    with pytest.raises(ValueError, match="operation"):
+        A.histograms_from_json({"POST": {}})
+    with pytest.raises(ValueError, match="latency"):
+        A.histograms_from_json({"PUT": {"p99": {}}})

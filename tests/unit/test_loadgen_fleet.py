@@ -1,0 +1,275 @@
+"""Load from several hosts (rgwkeeper.loadgen.fleet): slots, clocks, start and stop, over a
+strict fake of the one RADOS object the coordinator and its agents share.
+
+The fake is ``FakeOsd`` (purge_fakes) plus what a load job needs: watch/notify (a notify with
+no watcher gets no answer, as librados returns no acks), whole-object writes and reads. Each
+party has its own clocks: an agent's wall clock may be off the coordinator's by any amount,
+and the time a notify spends on the wire is injected.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rgwkeeper.errors import CephError, UsageError
+from rgwkeeper.loadgen import fleet
+from rgwkeeper.loadgen.runner import RunSpec
+from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
+from tests.unit.purge_fakes import FakeBoardStore, FakeOsd, UnexpectedCall
+
+S = 1_000_000_000
+
+
+class Clock:
+    """True time (ns) that only the test moves; a party reads it with its own offset."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000 * S
+
+    def wall(self, off_ns: int = 0):
+        return lambda: self.now + off_ns
+
+    def mono(self, base_ns: int):
+        return lambda: self.now - 1_800_000_000 * S + base_ns
+
+    def sleep(self, s: float) -> None:
+        self.now += int(s * S)
+
+
+class FakeJobStore(FakeBoardStore):
+    """A client of the fake OSD that can also watch, notify and write whole objects."""
+
+    watchers: dict[str, list] = {}
+
+    def __init__(self, osd: FakeOsd, client: str, clock: Clock, one_way_ns: int = 200_000) -> None:
+        super().__init__(osd, client)
+        self.clock = clock
+        self.one_way_ns = one_way_ns
+        self.data: dict[str, bytes] = osd.__dict__.setdefault("data", {})
+        self.watches = osd.__dict__.setdefault("watches", {})
+
+    def watch(self, obj, answer):
+        self.osd.call(f"{obj} watch")
+        if obj not in self.osd.omaps:
+            raise CephError(f"{obj} watch", "[errno 2] No such file or directory")
+        entry = [answer]
+        self.watches.setdefault(obj, []).append(entry)
+
+        class W:
+            def close(w):
+                self.watches[obj].remove(entry)
+        return W()
+
+    def notify(self, obj, payload, timeout_s):
+        self.osd.call(f"{obj} notify")
+        self.clock.now += self.one_way_ns
+        answers = [a[0](payload) for a in self.watches.get(obj, [])]
+        self.clock.now += self.one_way_ns
+        return answers, 0
+
+    def write_full(self, obj, data):
+        self.osd.call(f"{obj} write")
+        self.data[obj] = data
+
+    def read_all(self, obj):
+        self.osd.call(f"{obj} read")
+        return self.data.get(obj)
+
+    def remove(self, obj):
+        super().remove(obj)
+        self.data.pop(obj, None)
+
+    def close(self):
+        raise UnexpectedCall("the store is closed by whoever opened it")
+
+
+def _spec(**kw) -> RunSpec:
+    w = Workload(mix=parse_mix("PUT=80,GET=20"), sizes=SizeDist.parse("uniform:1KiB-8KiB"), seed=7,
+                 objects_per_worker=10, guard=8)
+    return RunSpec(endpoint="http://gw1:8080", workload=w, rate=60.0, concurrency=4, workers=2, duration_s=8.0, **kw)
+
+
+@pytest.fixture
+def job():
+    clock = Clock()
+    osd = FakeOsd(lambda: clock.now / S)
+    coord_store = FakeJobStore(osd, "coordinator", clock)
+    coord = fleet.Coordinator(coord_store, _spec(), agents=2, max_skew_s=0.05, wall=clock.wall(),
+                              mono=clock.mono(5 * S))
+    coord.publish()
+
+    def agent(skew_ns=0, one_way_ns=200_000):
+        store = FakeJobStore(osd, f"agent{skew_ns}", clock, one_way_ns)
+        return fleet.Agent(store, coord.job_id, wall=clock.wall(skew_ns), mono=clock.mono(77 * S), sleep=clock.sleep)
+
+    return clock, osd, coord, agent
+
+
+# -- slots and the spec each agent runs -----------------------------------------------------------
+
+def test_each_agent_gets_its_own_slot_and_worker_slice_of_the_coordinators_run(job):
+    _, _, coord, agent = job
+    a, b, late = agent(), agent(), agent()
+    specs = []
+    for x in (a, b):
+        j = x.join()
+        specs.append(fleet.agent_spec(j, x.slot, ("http://gw2:8080",)))
+    assert (a.slot, b.slot) == (0, 1)
+    assert [(s.worker_base, s.workers, s.fleet_workers) for s in specs] == [(0, 2, 4), (2, 2, 4)]
+    for s in specs:  # the coordinator's workload and rate, this host's endpoint
+        assert s.workload == coord.spec.workload and s.rate == 60.0 and s.duration_s == 8.0
+        assert s.endpoints == ("http://gw2:8080",)
+    with pytest.raises(UsageError, match="has all its 2 agents already"):
+        late.join()
+
+
+def test_an_agent_cannot_join_a_job_that_does_not_exist_or_has_started(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.job_id, a.obj = "0123456789ab", fleet.job_object("0123456789ab")
+    with pytest.raises(UsageError, match="no load job 0123456789ab"):
+        a.join()
+    coord.start(8.0)
+    with pytest.raises(UsageError, match="has started already"):
+        agent().join()
+
+
+def test_a_spec_from_another_version_is_refused_in_one_line():
+    with pytest.raises(UsageError, match="not one this rgwkeeper can run"):
+        fleet.agent_spec({"format": 99, "run": {}}, 0, ("http://gw:80",))
+    with pytest.raises(UsageError, match="not one this rgwkeeper can run"):
+        fleet.agent_spec({"format": 1, "agents": 2, "run": {"workload": {}}}, 0, ("http://gw:80",))
+
+
+@pytest.mark.parametrize("bad", ["", "0123456789aB", "0123456789a", "0123456789abc", "../etc/passw", "012345 789ab"])
+def test_job_ids_are_checked_before_anything_is_contacted(bad):
+    with pytest.raises(UsageError, match="12 hex digits"):
+        fleet.valid_job_id(bad)
+
+
+# -- clocks ---------------------------------------------------------------------------------------
+
+def test_the_offset_is_measured_through_the_watch_and_kept_within_half_the_round_trip(job):
+    _, _, coord, agent = job
+    a = agent(skew_ns=-23_000_000)  # this host's clock is 23 ms behind the coordinator's
+    a.join()
+    off = a.measure()
+    assert abs(off.offset_ns - 23_000_000) <= off.error_ns and off.rtt_ns == 400_000
+    [reg] = [x for x in coord.read() if x.slot == a.slot]
+    assert reg.offset == off and reg.host
+
+
+def test_the_shortest_round_trip_gives_the_estimate():
+    # (sent, theirs, received) with the agent 1 s behind: a slow, lopsided ping would say 1.4 s.
+    pings = iter([(5 * S, 6 * S + 1_000_000, 5 * S + 2_000_000), (0, 1_000_000_000 + 900_000_000, 1_000_000_000),
+                  (9 * S, 9 * S, 8 * S)])  # the last: this host's clock stepped back
+    off = fleet.estimate_offset(lambda: next(pings), pings=3)
+    assert off == fleet.Offset(1 * S, 2_000_000)
+
+
+@pytest.mark.parametrize("skew_ms", [2500, -51])
+def test_an_agent_whose_clock_is_far_off_is_refused_by_itself_and_by_the_coordinator(job, skew_ms):
+    _, _, coord, agent = job
+    a = agent(skew_ns=skew_ms * 1_000_000)
+    a.join()
+    with pytest.raises(UsageError, match=r"clock .* off the coordinator's .*sync both hosts' clocks"):
+        a.measure()
+    with pytest.raises(UsageError, match=f"agent {a.slot} on .*: clock {abs(skew_ms) / 1000:.3f} s off"):
+        coord.check(coord.read())
+
+
+def test_a_round_trip_too_slow_to_tell_the_clocks_apart_is_refused(job):
+    _, _, _, agent = job
+    a = agent(one_way_ns=60_000_000)  # 120 ms round trips: +-60 ms, more than the 50 ms bound
+    a.join()
+    with pytest.raises(UsageError, match="round trip .* too slow"):
+        a.measure()
+
+
+def test_with_no_coordinator_watching_the_clock_check_says_so(job):
+    _, _, coord, agent = job
+    a = agent()
+    a.join()
+    coord._watch.close()
+    with pytest.raises(CephError, match="no coordinator answers"):
+        a.measure()
+
+
+# -- start and stop ------------------------------------------------------------------------------
+
+def test_the_start_and_stop_land_on_the_agents_own_monotonic_clock_whatever_its_wall_clock(job):
+    clock, _, coord, agent = job
+    a = agent(skew_ns=30_000_000)  # 30 ms ahead: within the bound, and corrected
+    a.join()
+    a.measure()
+    t0_coord = coord.start(8.0)
+    t0_agent = a.start_ns(timeout_s=10)
+    # Both mean the same true instant: START_LEAD_S from now, each on its own monotonic clock.
+    assert abs((t0_coord - 5 * S) - (t0_agent - 77 * S)) <= a.offset.error_ns
+    stop = a.stop_ns()
+    assert abs((stop - t0_agent) - 8 * S) <= 1000
+    assert json.loads(json.dumps(fleet.spec_to_job(coord.spec, 2, 0.05)))["run"]["rate"] == 60.0
+
+
+def test_a_stop_is_published_only_when_earlier_than_the_one_already_set(job):
+    clock, osd, coord, _ = job
+    t0 = coord.start(8.0)
+    first = osd.omaps[coord.obj]["stop"]
+    coord.stop_at_mono(t0 + 20 * S)
+    assert osd.omaps[coord.obj]["stop"] == first
+    coord.stop_at_mono(t0 + 3 * S)
+    assert int(osd.omaps[coord.obj]["stop"]) == int(first) - 5 * S
+
+
+def test_an_agent_waits_for_the_start_and_gives_up_if_the_job_ends_or_never_starts(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    with pytest.raises(CephError, match="did not start within 3 s"):
+        a.start_ns(timeout_s=3)
+    assert "ready.0" in osd.omaps[coord.obj]
+    coord.close()
+    with pytest.raises(CephError, match="ended before it started"):
+        a.start_ns(timeout_s=3)
+
+
+def test_an_agent_stops_at_once_when_the_coordinator_goes_silent_or_removes_the_job(job):
+    clock, osd, coord, agent = job
+    a = agent(skew_ns=40_000_000)  # 40 ms ahead: a beat is judged on the coordinator's time
+    a.join()
+    a.measure()
+    coord.start(None)  # verify: the stop comes later
+    coord.beat()
+    assert a.stop_ns() is None and not a.gone
+    clock.now += int(fleet.SILENT_S * S) - 20_000_000
+    assert a.stop_ns() is None, "a beat 14.98 s old (coordinator's time) is not silence"
+    clock.now += 2 * S
+    assert a.stop_ns() == a.mono() and "silent" in a.gone
+    coord.beat()
+    a.gone = ""
+    assert a.stop_ns() is None
+    coord.close()
+    assert a.stop_ns() == a.mono() and "ended" in a.gone
+
+
+def test_a_failed_agent_fails_the_coordinators_run_in_one_line(job):
+    _, _, coord, agent = job
+    a = agent()
+    a.join()
+    a.fail("prepare: 3 PUTs failed")
+    with pytest.raises(CephError, match="agent 0 on .* failed: prepare: 3 PUTs failed"):
+        coord.check(coord.read())
+
+
+def test_the_coordinator_removes_the_job_and_every_part_when_it_ends(job):
+    _, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.store.write_full(fleet.part_object(coord.job_id, 0), b"{}")
+    coord.close()
+    assert coord.obj not in osd.omaps and not osd.data
+    with pytest.raises(CephError, match="part is missing"):
+        coord.read_part(0)
