@@ -63,6 +63,15 @@ SILENT_S = 15.0
 PINGS = 8
 PING_TIMEOUT_S = 5.0
 
+# Fault injection for the tests: an agent whose wall clock is this many ms off (a host whose
+# clock is wrong; several processes on one test host share one clock).
+SKEW_ENV = "RGWKEEPER_INJECT_CLOCK_SKEW_MS"
+
+
+def agent_wall_clock() -> Callable[[], int]:
+    skew_ns = int(float(os.environ.get(SKEW_ENV) or 0) * 1e6)
+    return (lambda: time.time_ns() + skew_ns) if skew_ns else time.time_ns
+
 
 def job_object(job_id: str) -> str:
     return f"loadgen.{job_id}"
@@ -233,11 +242,12 @@ class Coordinator:
 
     def check(self, agents: list[AgentInfo]) -> None:
         """Refuse the job, in one line, for an agent that failed or whose clock is off."""
+        for a in agents:  # a clock is this side's to judge, whatever the agent then reported
+            if a.offset is not None:
+                check_skew(a.offset, self.max_skew_s, a.who())
         for a in agents:
             if a.done.startswith("failed"):
                 raise CephError("load run", f"{a.who()} {a.done}")
-            if a.offset is not None:
-                check_skew(a.offset, self.max_skew_s, a.who())
 
     def start(self, duration_s: float | None) -> int:
         """Publish the start (and the stop of a fixed-length run); return t0 on this host's
@@ -301,12 +311,12 @@ class Agent:
     """An agent's side of a job: join, check the clock, wait for the start, follow the stop,
     and ship the part. Every call blocks (the runner calls the gate's methods on a thread)."""
 
-    def __init__(self, store: ObjectStore, job_id: str, *, wall: Callable[[], int] = time.time_ns,
+    def __init__(self, store: ObjectStore, job_id: str, *, wall: Callable[[], int] | None = None,
                  mono: Callable[[], int] = time.monotonic_ns, sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
         self.job_id = valid_job_id(job_id)
         self.obj = job_object(job_id)
-        self.wall, self.mono, self.sleep = wall, mono, sleep
+        self.wall, self.mono, self.sleep = wall or agent_wall_clock(), mono, sleep
         self.slot = -1
         self.job: dict[str, Any] = {}
         self.offset: Offset | None = None

@@ -142,3 +142,32 @@ def test_two_agents_in_their_own_processes_merge_exactly_into_one_run(ceph_clust
         expected = analysis.summarize(rec, analysis.Window(w["name"], w["start"], w["end"]))
         assert summary == json.loads(json.dumps(expected))
     assert result["windows"]["run"]["per_op"]["PUT"]["latency_ms"]["p99"] > 0
+
+
+def test_an_agent_whose_clock_is_off_is_refused_and_the_coordinator_leaves_nothing(ceph_cluster, tmp_path,
+                                                                                   bucket_name, s3):
+    cfg = tmp_path / "rgwkeeper.toml"
+    cfg.write_text(f'[daemon]\npool = "{ITEMS_POOL}"\n')
+    gw1 = ceph_cluster.rgw_endpoint
+    coordinator = _start(_cli(ceph_cluster, cfg, gw1, "loadgen", "run", "--agents", "1", "--duration", "3",
+                              "--rate", "10", "--mix", "PUT=100", "--workers", "1", "--bucket-prefix", bucket_name,
+                              "--no-progress"))
+    try:
+        job = _job_id(coordinator)
+        agent = subprocess.run(_cli(ceph_cluster, cfg, gw1, "loadgen", "agent", "--job", job, "--no-progress"),
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "RGWKEEPER_INJECT_CLOCK_SKEW_MS": "2000"})
+        _, err = coordinator.communicate(timeout=120)
+    finally:
+        if coordinator.poll() is None:
+            os.killpg(coordinator.pid, signal.SIGKILL)
+            coordinator.wait()
+    for rc, stderr in ((agent.returncode, agent.stderr), (coordinator.returncode, err)):
+        lines = [ln for ln in stderr.splitlines() if ln.startswith("rgwkeeper: error:")]
+        assert rc == 2 and len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
+        assert "agent 0 on" in lines[0] and "clock 2.0" in lines[0] and "off the coordinator's" in lines[0], lines
+    # The job object is gone and the bucket the coordinator made is removed.
+    objects = subprocess.run(["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
+                              "-p", ITEMS_POOL, "ls"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert f"loadgen.{job}" not in objects.split()
+    assert bucket_name + "-000" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]

@@ -174,8 +174,9 @@ def test_an_agent_whose_clock_is_far_off_is_refused_by_itself_and_by_the_coordin
     _, _, coord, agent = job
     a = agent(skew_ns=skew_ms * 1_000_000)
     a.join()
-    with pytest.raises(UsageError, match=r"clock .* off the coordinator's .*sync both hosts' clocks"):
+    with pytest.raises(UsageError, match=r"clock .* off the coordinator's .*sync both hosts' clocks") as refused:
         a.measure()
+    a.fail(str(refused.value))  # as run_agent does: the coordinator still names the clock, as a usage error
     with pytest.raises(UsageError, match=f"agent {a.slot} on .*: clock {abs(skew_ms) / 1000:.3f} s off"):
         coord.check(coord.read())
 
