@@ -213,7 +213,8 @@ def render_run(result: dict[str, Any], console: Console) -> None:
     mode = (f"open loop at {spec['rate']:g} req/s (max {spec['concurrency']} in flight)" if spec["rate"]
             else f"closed loop, {spec['concurrency']} in flight")
     run = result["windows"]["run"]
-    console.print(f"{mode}, {spec['workers']} workers, mix {spec['workload']['mix']}, size "
+    workers = f"{spec['workers']} workers" + (f" on each of {spec['agents']} agents" if spec.get("agents") else "")
+    console.print(f"{mode}, {workers}, mix {spec['workload']['mix']}, size "
                   f"{spec['workload']['sizes']}, seed {spec['workload']['seed']}; measured "
                   f"{run['window']['start']}-{run['window']['end']} s of {result['stop_s']:.1f} s "
                   f"(warm-up {result['warmup_s']:g} s trimmed)")
