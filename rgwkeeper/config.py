@@ -278,11 +278,12 @@ class PurgeSection:
         "max_objects_per_second and the pace_* keys as given; setting both is refused. `--impact` overrides it.",
         empty_ok=True, choices=("", "low", "normal", "max"))
     direct_listing: str = opt(
-        "s3", "How the direct method lists a bucket: 's3' (ListObjectsV2 through RGW, one ordered listing) or "
-        "'index' (the bucket's index shards read with librados; RGW is not asked). With 'index' each shard is a "
+        "s3", "How the direct method, and the s3 method on an unversioned bucket (prefix and age purges), list a "
+        "bucket: 's3' (ListObjectsV2 through RGW, one ordered listing) or 'index' (the bucket's index shards read "
+        "with librados; RGW is not asked). With 'index' each shard is a "
         "work item kept in RADOS (daemon.pool): `workers` of them run at once, and `rgwkeeper purge --join ID` "
-        "on another admin node adds workers (docs/purge.md, \"Work items in RADOS\"). Either way, before the drop "
-        "the index's own count must equal the heads removed, or the purge sweeps through S3 and stops if they "
+        "on another admin node adds workers (docs/purge.md, \"Work items in RADOS\"). Either way, before a direct "
+        "purge's drop the index's own count must equal the heads removed, or the purge sweeps through S3 and stops if they "
         "still differ (docs/purge.md, \"Listing by index shard\").",
         choices=("s3", "index"))
     workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "

@@ -222,15 +222,16 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         full_lines = _full_lines(prepared, cfg.daemon.pool)
         items = purge_api.uses_items(plan)
         if workers is not None and not items:
-            raise UsageError("--workers applies to a direct purge that lists by index shard (purge.direct_listing "
-                             f"= 'index'); this one is method {plan.method}"
-                             + (" listing through S3" if plan.method == "direct" else "") + " (nothing was changed)")
+            raise UsageError("--workers applies to a purge that lists by index shard (purge.direct_listing = "
+                             "'index'; the direct method, or the s3 method on an unversioned bucket); this one is "
+                             f"method {plan.method}" + (" listing through S3" if plan.method in ("direct", "s3") else "")
+                             + (f" on a bucket with versioning {plan.profile.versioning}"
+                                if plan.method == "s3" and plan.profile.versioning != "off" else "")
+                             + " (nothing was changed)")
         workers = workers or purge_cfg.workers
         items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
                       f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "
-                      f"admin node with: rgwkeeper purge {shlex.quote(bucket)} --join {plan.plan_id}"
-                      # Items are the direct method's, whole buckets only: no filter to repeat.
-                      + (f" --method {request.method}" if request.method != "auto" else "")) if items else ""
+                      f"admin node with: {join_command(request, plan.plan_id)}") if items else ""
         for note in prepared.ignored:
             click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
@@ -309,6 +310,23 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         failed = [c for c in report.checks if c.status == "failed"]
         raise PurgeFailed(f"purge {bucket}", "the end state is not clean: " +
                           "; ".join(f"{c.name}: {c.detail}" for c in failed))
+
+
+def join_command(request: PurgeRequest, job_id: str) -> str:
+    """The command line that joins purge ``job_id``: its bucket and filters, as given."""
+    argv = ["rgwkeeper", "purge", request.bucket]
+    if request.prefix is not None:
+        argv += ["--prefix", request.prefix]
+    if request.older_than_s is not None:
+        s = request.older_than_s
+        argv += ["--older-than", f"{int(s)}s" if float(s).is_integer() else f"{s!r}s"]
+    if request.larger_than is not None:
+        argv += ["--larger-than", str(request.larger_than)]
+    if request.smaller_than is not None:
+        argv += ["--smaller-than", str(request.smaller_than)]
+    if request.method != "auto":
+        argv += ["--method", request.method]
+    return " ".join(shlex.quote(a) for a in [*argv, "--join", job_id])
 
 
 def _join(job_id: str, request: PurgeRequest, workers: int | None, yes: bool, as_json: bool,

@@ -274,8 +274,11 @@ async def _run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection,
 # -- work items in RADOS: several workers, several nodes ------------------------------------------
 
 def uses_items(plan: Plan) -> bool:
-    """Whether the plan's delete runs as work items: the direct method listing by index shard."""
-    return plan.method == "direct" and plan.tuning.direct_listing == "index"
+    """Whether the plan's delete runs as work items: it lists by index shard, with the direct
+    method, or with the s3 method on an unversioned bucket (a prefix or age purge too)."""
+    if plan.tuning.direct_listing != "index":
+        return False
+    return plan.method == "direct" or (plan.method == "s3" and plan.profile.versioning == "off")
 
 
 def worker_name() -> str:

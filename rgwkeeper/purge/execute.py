@@ -381,7 +381,7 @@ class PurgeExecutor:
     # The main loop: list once, page by page (the next page is fetched while this one is
     # worked on), delete, and checkpoint each page once it and every page before it are done.
     async def _step_delete_objects(self, step: DeleteObjects, *, sweep: bool = False) -> None:
-        if self.board is not None and step.strategy == "direct" and not step.versions and not sweep:
+        if self.board is not None and not step.versions and not sweep:
             return await self._delete_by_items(step)
         limiter = self._s3_limiter()
         still = self._still_matching(step.scope) if step.recheck else None
@@ -424,6 +424,14 @@ class PurgeExecutor:
         batches = []
         for chunk in chunks(others, self._batch_keys()):
             batches.append(await s3_deleter.start(chunk, limiter))
+        await asyncio.gather(*batches)
+
+    async def _s3_page(self, entries: list[Entry], page_slots: asyncio.Semaphore, limiter: Limiter,
+                       s3_deleter: S3Deleter, still: Callable[[Entry], bool] | None) -> None:
+        try:
+            batches = [await s3_deleter.start(chunk, limiter, still) for chunk in chunks(entries, self._batch_keys())]
+        finally:
+            page_slots.release()
         await asyncio.gather(*batches)
 
     async def _done_through(self, resume_at: dict[str, Any]) -> None:
@@ -564,8 +572,9 @@ class PurgeExecutor:
     async def _run_item(self, step: DeleteObjects, lease: Lease) -> None:
         """One shard listed and purged page by page, each page recorded in the item (cursor and
         that page's counters, in one conditional write) once it and every page before it are done."""
-        assert self.board is not None and self._data is not None
+        assert self.board is not None and (step.strategy == "s3" or self._data is not None)
         board, item, p = self.board, lease.item, self.plan.profile
+        still = self._still_matching(step.scope) if step.recheck else None
         lister = IndexLister(self.io.bulk(p.index_pool), [item.shard], self.threads, page_size=self._page_size)
         limiter, page_slots = self._item_limiter, self._item_pages
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
@@ -586,12 +595,16 @@ class PurgeExecutor:
                     # Each page counts apart: the item records a page's counts with its cursor, so a
                     # worker that takes the item over counts nothing twice.
                     ledger = Ledger(State(plan={}), None, interval_s=0, clock=self.time.clock)
-                    heads = self._head_deleter(ledger)
-                    assert heads is not None
                     s3_deleter = S3Deleter(self.io.s3, p.bucket, self.threads, ledger, self.cap)
+                    matching = [e for e in entries if step.scope.matches(e)]
                     await page_slots.acquire()
-                    task = asyncio.create_task(self._direct_page([e for e in entries if step.scope.matches(e)],
-                                                                 page_slots, limiter, False, heads, s3_deleter))
+                    if step.strategy == "direct":
+                        heads = self._head_deleter(ledger)
+                        assert heads is not None
+                        task = asyncio.create_task(self._direct_page(matching, page_slots, limiter, False, heads,
+                                                                     s3_deleter))
+                    else:
+                        task = asyncio.create_task(self._s3_page(matching, page_slots, limiter, s3_deleter, still))
                     pending.append(({"at": resume_at, "ledger": ledger}, [task]))
                     await self._settle(pending, block=False, done=record)
                 await self._settle(pending, block=True, done=record)

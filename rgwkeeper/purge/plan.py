@@ -736,10 +736,17 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     # match. Each such key is HEADed again right before its batch (RGW's lifecycle re-checks the
     # mtime the same way); a listed version id of a versioned bucket names immutable data.
     filtered = scope.filtered
+    # Listing by index shard needs plain entries: a versioned bucket's versions live behind OLH
+    # entries that only RGW lists (docs/purge.md, "Listing by index shard").
+    s3_items = t.direct_listing == "index" and p.versioning == "off"
+    s3_listing = (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
+                  "RADOS (several at once, any admin node may join)" if s3_items else f"list once ({listing})")
     s3_delete = DeleteObjects(
-        summary=f"list once ({listing}), delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
+        summary=f"{s3_listing}, delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
         + t.capped("batches") + (" (every version and delete marker)" if p.versioning != "off" else ""),
-        calls=(f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
+        calls=((f"librados {p.index_pool}: omap list {_span(p.index_shards)}" + (f" from {r.prefix!r}" if r.prefix else "")
+                + f", {t.list_page_size} entries a page (plain entries of existing objects)") if s3_items else
+               f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
                     "listed so): a key written again since the listing that no longer matches (newer, another size) is kept",)
                  if filtered else ()),

@@ -323,6 +323,28 @@ def test_a_purge_run_as_work_items_survives_a_killed_worker_and_is_finished_by_a
     assert gone.returncode == 2 and f"no purge {job!r}" in gone.stderr  # a verified purge removes its items
 
 
+def test_a_prefix_purge_through_s3_runs_as_work_items_and_leaves_the_rest_of_the_bucket(ceph_cluster, s3,
+                                                                                        bucket_name, tmp_path):
+    """A prefix purge cannot use the direct method; with the s3 method and listing by index shard
+    it still runs as work items (each shard listed from the prefix, S3 DeleteObjects): exact
+    counts, every item done and then removed, and the keys outside the prefix all read back."""
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    fill(s3, b, 300, size=256, prefix="obj/")
+    fill(s3, b, 40, size=256, prefix="keep/")
+    config = f'direct_listing = "index"\nlist_page_size = 20\n[daemon]\npool = "{ITEMS_POOL}"\n'
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--prefix", "obj/", "--method", "s3", "--workers", "3",
+                         "--yes", "--json", config=config).stdout)
+    assert doc["ok"], doc["checks"]
+    assert doc["counters"]["objects_deleted"] == 300, doc["counters"]
+    left = s3.list_objects_v2(Bucket=b)
+    assert sorted(o["Key"] for o in left.get("Contents", [])) == [f"keep/{i:06d}" for i in range(40)]
+    assert s3.get_object(Bucket=b, Key="keep/000039")["Body"].read() == b"x" * 256
+    job = doc["plan_id"]
+    gone = cli(ceph_cluster, tmp_path, "purge", "--status", job, config=config, check=False)
+    assert gone.returncode == 2 and f"no purge {job!r}" in gone.stderr  # verified: its items removed
+
+
 def killed_then_resumed(ceph_cluster, s3, b: str, tmp_path: Path, method: str, config: str) -> None:
     """A purge killed with SIGKILL right after its second page's checkpoint, then the same command
     again: it resumes from that checkpoint, finishes, and nothing is left."""

@@ -587,3 +587,23 @@ def test_a_metrics_file_that_cannot_be_used_is_one_line_and_changes_nothing(env,
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert world.exists and not any(line.startswith(("S3 Delete", "rados rm", "S3 PutBucket")) for line in world.log)
+
+
+def test_a_filtered_s3_purge_listing_by_index_shows_its_items_and_the_join_command_with_its_filters(env, capsys,
+                                                                                                    tmp_path):
+    world, flags, _ = env
+    cfg = Path(flags[1])
+    cfg.write_text(cfg.read_text().replace("[purge]\n", '[purge]\ndirect_listing = "index"\n'))
+    rc = run_cli(cli, ["purge", *flags, world.bucket, "--prefix", "extra/", "--older-than", "7d", "--method", "s3",
+                       "--workers", "3", "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    [line] = [ln for ln in out.splitlines() if ln.startswith("work items:")]
+    assert "3 at once here" in line
+    join = line.split("with: ", 1)[1]
+    assert join.startswith(f"rgwkeeper purge {world.bucket} --prefix extra/ --older-than 604800s --method s3 --join ")
+    # What it prints parses back into the same request: the join compares them.
+    args = join.split()[2:]
+    ctx = cli.get_command(None, "purge").make_context("purge", [*flags, *args])
+    assert (ctx.params["prefix"], ctx.params["older_than"], ctx.params["method"]) == ("extra/", 604800, "s3")
+    assert not any(line.startswith(("S3 Delete", "rados rm")) for line in world.log)

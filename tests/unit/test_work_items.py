@@ -6,7 +6,9 @@ way cls_lock and omap_cmp fail)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import time
 
 import pytest
 
@@ -15,7 +17,7 @@ from rgwkeeper.errors import CephError, CephTimeout, UsageError
 from rgwkeeper.purge.board import Board, Item, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import State
 from rgwkeeper.purge.execute import PurgeExecutor, join
-from rgwkeeper.purge.plan import DeleteObjects, Plan, PurgeRequest, Tuning
+from rgwkeeper.purge.plan import DeleteObjects, Plan, PurgeRequest, Tuning, plan
 from tests.unit.purge_fakes import FakeBoardStore, FakeOsd, World
 from tests.unit.test_purge_execute import FAST, make, no_sleep  # noqa: F401 (autouse: no real waits)
 
@@ -589,3 +591,59 @@ def test_closing_the_connection_waits_for_a_call_still_running_before_librados_s
     assert started.wait(5)
     rados.close()
     assert events == ["call returned", "shutdown"]
+
+
+def test_a_prefix_purge_through_s3_runs_as_items_and_leaves_everything_outside_the_prefix(tmp_path):
+    w = World(page_size=4, extra_plain=30)
+    keys = set(w.index)
+    inside = {k for k in keys if k.startswith("extra/")}
+    assert len(inside) == 30 and len(keys) > 30
+    p, io, cp, _ = make(w, tmp_path, request=PurgeRequest(w.bucket, prefix="extra/", method="s3"), tuning=INDEX_LISTING)
+    assert p.method == "s3" and purge_api.uses_items(p)
+    [step] = [s for s in p.steps if isinstance(s, DeleteObjects)]
+    assert "index shards with librados, each shard a work item" in step.summary
+    assert step.calls[0].startswith("librados ") and "from 'extra/'" in step.calls[0]
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    report = asyncio.run(_executor(p, io, cp, board).run())
+    assert report.ok, report.checks
+    assert set(w.index) == keys - inside and w.exists  # the rest of the bucket, untouched
+    assert report.counters["objects_deleted"] == len(inside)
+    snap = board.read()
+    assert snap.done and sum(i.counters.get("objects_deleted", 0) for i in snap.items) == len(inside)
+    # Only S3 deleted (the s3 method): no RADOS removal, and no key outside the prefix was named.
+    assert not any(line.startswith("rados rm") for line in w.log)
+    deletes = " ".join(line for line in w.log if line.startswith("S3 DeleteObjects"))
+    assert all(repr(k) not in deletes for k in keys - inside)
+
+
+def test_an_age_purge_through_s3_as_items_heads_each_key_and_keeps_one_written_again(tmp_path):
+    import datetime
+
+    w = World(page_size=2, extra_plain=6)
+    old = ["extra/00000", "extra/00001", "extra/00002"]
+    for key in old:
+        w.index[key]["LastModified"] = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    w.rewrite_on_head = {"extra/00001"}  # a client PUTs it again between the listing and the delete
+    p, io, cp, _ = make(w, tmp_path, request=PurgeRequest(w.bucket, prefix="extra/", older_than_s=86400,
+                                                           method="s3"), tuning=INDEX_LISTING)
+    assert purge_api.uses_items(p) and any(isinstance(s, DeleteObjects) and s.recheck for s in p.steps)
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    report = asyncio.run(_executor(p, io, cp, board).run())
+    assert report.ok, report.checks
+    assert board.read().done
+    assert "extra/00001" in w.index and "extra/00000" not in w.index and "extra/00002" not in w.index
+    assert sum(1 for k in w.index if k.startswith("extra/")) == 4  # the three newer ones and the rewritten
+    assert sorted(line for line in w.log if line.startswith("S3 HeadObject")) == [f"S3 HeadObject {k}" for k in old]
+    assert report.counters["objects_deleted"] == 2 and report.counters["kept_rewritten"] == 1
+
+
+def test_a_versioned_bucket_s3_purge_does_not_use_items_even_listing_by_index(tmp_path):
+    w = World()
+    request = PurgeRequest(w.bucket, prefix="plain/", method="s3")
+    p, _, _, _ = make(w, tmp_path, request=request, tuning=INDEX_LISTING)
+    assert purge_api.uses_items(p)
+    for versioning in ("enabled", "suspended"):
+        v = plan(dataclasses.replace(p.profile, versioning=versioning), request, now=time.time(), tuning=INDEX_LISTING)
+        assert not purge_api.uses_items(v)
+        [step] = [s for s in v.steps if isinstance(s, DeleteObjects)]
+        assert step.versions and "ListObjectVersions" in step.calls[0]
