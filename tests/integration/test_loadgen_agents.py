@@ -67,7 +67,8 @@ COMMANDS = {
     # A fixed-length run: the stop is published with the start.
     "run": ("loadgen", "run", "--duration", str(DURATION)),
     # verify: the maintenance (none: a quiet run) decides the stop, published during the run.
-    "verify": ("verify", "--maintenance", "none", "--baseline", "6", "--window", "6", "--plot", "{tmp}/verify.png"),
+    "verify": ("verify", "--maintenance", "none", "--baseline", "6", "--window", "6", "--plot", "{tmp}/verify.png",
+               "--out", "{tmp}/verify.json"),
 }
 
 
