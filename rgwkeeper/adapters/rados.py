@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
 import json
 import threading
@@ -391,16 +392,27 @@ class ObjectStore:
         except _NotFoundError:
             return None
 
-    def watch(self, obj: str, answer: Callable[[bytes], bytes]) -> Any:
+    def watch(self, obj: str, answer: Callable[[bytes], bytes], on_error: Callable[[int], None]) -> Any:
         """Answer every notify sent to ``obj`` with ``answer(payload)`` (called on librados'
-        thread: keep it short). Returns the watch; ``close()`` it when done."""
+        thread: keep it short); ``on_error(errno)`` when librados drops the watch (watch
+        again then). Returns the watch; ``close()`` it when done."""
         def callback(notify_id: int, notifier_id: int, watch_id: int, data: bytes) -> bytes:
             try:
                 return answer(data)
             except Exception:  # noqa: BLE001 - an exception here would unwind into librados
                 return b""
 
-        return self._run(f"{obj} watch", lambda io: io.watch(obj, callback))
+        def error(*args: Any) -> None:  # (err) or (watch id, err), by python-rados version
+            with contextlib.suppress(Exception):
+                on_error(int(args[-1]) if args else 0)
+
+        return self._run(f"{obj} watch", lambda io: io.watch(obj, callback, error))
+
+    def list_names(self, prefix: str) -> list[str]:
+        """Names of the pool's objects that start with ``prefix`` (lists the whole pool: for
+        rgwkeeper's own small pool only)."""
+        return self._run(f"list {prefix}*", lambda io: sorted(o.key for o in io.list_objects()
+                                                              if o.key.startswith(prefix)))
 
     def notify(self, obj: str, payload: bytes, timeout_s: float) -> tuple[list[bytes], int]:
         """Send ``payload`` to every watcher of ``obj``; (their answers, how many timed out)."""

@@ -305,10 +305,10 @@ def run_cmd(config_path: Path | None, rgw_endpoint: tuple[str, ...], rgw_credent
         spec = _spec(cfg, access.require_rgw_endpoints(), o, duration)
         warmup = o["warmup"] if o["warmup"] is not None else cfg.loadgen.warmup_s
         with job_store(access, cfg.daemon.pool, cfg.daemon.create_pool) as store:
-            coord = Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000)
+            coord = Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000,
+                                join_timeout_s=cfg.loadgen.agents_timeout_s)
             with progress_line(not o["no_progress"], duration) as progress:
-                run = asyncio.run(run_fleet(coord, creds, announce=_announce(agents),
-                                            join_timeout_s=cfg.loadgen.agents_timeout_s, progress=progress))
+                run = asyncio.run(run_fleet(coord, creds, announce=_announce(agents), progress=progress))
         result, series = merged(run, warmup, max_skew_s=coord.max_skew_s)
         rec = None
         title = f"rgwkeeper loadgen run ({spec.mode} loop, {agents} agents) {run.started_at}"
@@ -453,8 +453,8 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
         fleet = None
         if agents is not None:
             store = stack.enter_context(job_store(access, cfg.daemon.pool, cfg.daemon.create_pool))
-            fleet = FleetSetup(Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000),
-                               _announce(agents), cfg.loadgen.agents_timeout_s)
+            fleet = FleetSetup(Coordinator(store, spec, agents, cfg.loadgen.max_clock_skew_ms / 1000,
+                                           join_timeout_s=cfg.loadgen.agents_timeout_s), _announce(agents))
         progress = stack.enter_context(progress_line(not o["no_progress"], None))
         done = asyncio.run(verify_run(spec, creds, maint, warmup_s=warmup, tol=tolerances(cfg.loadgen),
                                       progress=progress, fleet=fleet))

@@ -37,10 +37,12 @@ successful request, the baseline had errors, or the baseline's own per-second CV
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLengthException
 from hdrh.histogram import HdrHistogram
 
 from rgwkeeper.loadgen.workload import FIELDS, OPS, TYPECODES
@@ -60,6 +62,8 @@ GRID_GROWTH = 1.05
 GRID_BUCKETS = 400
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+
+HDR_CODEC_ERRORS = (HdrCookieException, HdrHistogramSettingsException, HdrLengthException)
 
 
 def records_from_columns(columns: dict[str, bytes], t0_ns: int) -> np.ndarray:
@@ -323,7 +327,11 @@ def summarize_merged(series: Series, hists: SecondHistograms, window: Window) ->
             for sec, encoded in hists.get(name, {}).get(lat, {}).items():
                 if lo <= sec < hi:
                     for e in encoded:
-                        h.decode_and_add(e)
+                        try:
+                            h.decode_and_add(e)
+                        except (ValueError, zlib.error, *HDR_CODEC_ERRORS) as exc:
+                            raise ValueError(f"{name} {lat} second {sec}: not an HDR histogram "
+                                             f"({type(exc).__name__})") from None
             lats[lat] = hdr_summary(h)
         per_op[name] = {
             "requests": n_ok + n_err,

@@ -30,24 +30,27 @@ import math
 import os
 import secrets
 import socket
+import threading
 import time
 import types
+import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import structlog
 
 from rgwkeeper.access import ClusterAccess, RgwCredentials
 from rgwkeeper.adapters.connect import NONE, open_adapters
 from rgwkeeper.adapters.rados import ObjectStore, ensure_pool
-from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperError, UsageError
 from rgwkeeper.loadgen import analysis
-from rgwkeeper.loadgen.runner import (Controller, Event, Live, Progress, RunData, RunHandle, RunSpec, make_buckets,
-                                      remove_buckets, run_load)
+from rgwkeeper.loadgen.runner import (Controller, Event, Live, Progress, RunData, RunHandle, RunSpec, left_note,
+                                      make_buckets, remove_buckets, run_load)
 from rgwkeeper.loadgen.workload import SizeDist, Workload
 from rgwkeeper.units import check_number
 
 log = structlog.get_logger("rgwkeeper.loadgen.fleet")
+_T = TypeVar("_T")
 
 FORMAT = 1
 #: Seconds between the coordinator's ``start`` and the moment it is published: agents poll
@@ -77,8 +80,8 @@ def job_object(job_id: str) -> str:
     return f"loadgen.{job_id}"
 
 
-def part_object(job_id: str, slot: int) -> str:
-    return f"loadgen.{job_id}.part.{slot}"
+def part_object(job_id: str, slot: int, chunk: int) -> str:
+    return f"loadgen.{job_id}.part.{slot}.{chunk}"
 
 
 def valid_job_id(text: str) -> str:
@@ -136,11 +139,11 @@ def check_skew(offset: Offset, bound_s: float, who: str) -> None:
 
 # -- the job's spec ------------------------------------------------------------------------------
 
-def spec_to_job(spec: RunSpec, agents: int, max_skew_s: float) -> dict[str, Any]:
+def spec_to_job(spec: RunSpec, agents: int, max_skew_s: float, join_timeout_s: float) -> dict[str, Any]:
     """What an agent needs of the coordinator's run (never endpoints or credentials: each
     agent uses its own host's)."""
     w = spec.workload
-    return {"format": FORMAT, "agents": agents, "max_skew_s": max_skew_s,
+    return {"format": FORMAT, "agents": agents, "max_skew_s": max_skew_s, "join_timeout_s": join_timeout_s,
             "run": {"workload": w.to_dict(), "rate": spec.rate, "concurrency": spec.concurrency,
                     "workers": spec.workers, "duration_s": spec.duration_s,
                     "request_timeout_s": spec.request_timeout_s, "region": spec.region,
@@ -165,11 +168,51 @@ def agent_spec(job: dict[str, Any], slot: int, endpoints: tuple[str, ...]) -> Ru
                        request_timeout_s=float(r["request_timeout_s"]), region=str(r["region"]),
                        skip_prepare=bool(r["skip_prepare"]), keep=bool(r["keep"]),
                        prepare_concurrency=int(r["prepare_concurrency"]),
-                       prepare_timeout_s=float(r["prepare_timeout_s"]),
+                       # Prepared early, an agent's workers wait for the others as long as the
+                       # coordinator does.
+                       prepare_timeout_s=min(86400.0, float(r["prepare_timeout_s"]) + float(job["join_timeout_s"])),
                        worker_base=slot * workers, fleet_workers=agents * workers)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"the load job's spec is not one this rgwkeeper can run ({exc}); run the same "
                          f"rgwkeeper version on every host") from None
+
+
+# -- values read back from RADOS -----------------------------------------------------------------
+
+class DamagedJob(CephError):
+    """A value in the job object that rgwkeeper did not write (damaged, or another version's)."""
+
+    def __init__(self, obj: str, what: str, raw: Any) -> None:
+        super().__init__(obj, f"{what} is {str(raw)[:40]!r}, not a value rgwkeeper writes (a damaged job object, or "
+                              "another rgwkeeper version's: run the same version on every host)")
+
+
+class JobGone(CephError):
+    """The job object is gone: the coordinator ended (or gave up) and removed it."""
+
+
+def _int(obj: str, what: str, raw: Any, lo: int, hi: int) -> int:
+    """An integer as rgwkeeper writes it (decimal text, or a JSON int), within [lo, hi]."""
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            raise ValueError
+        value = int(raw)
+    except ValueError:
+        raise DamagedJob(obj, what, raw) from None
+    if not lo <= value <= hi:
+        raise DamagedJob(obj, what, raw)
+    return value
+
+
+def _number(obj: str, what: str, raw: Any, lo: float, hi: float) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or not lo <= raw <= hi:
+        raise DamagedJob(obj, what, raw)
+    return float(raw)
+
+
+#: Bounds of what rgwkeeper writes: clock readings (ns since the epoch, up to the year 2262),
+#: offsets and round trips (a day), pids, agents.
+_NS, _DAY_NS, _PID, MAX_AGENTS = 2**63 - 1, 86_400 * 10**9, 2**31, 1000
 
 
 # -- the coordinator ----------------------------------------------------------------------------
@@ -181,20 +224,40 @@ class AgentInfo:
     pid: int = 0
     offset: Offset | None = None
     ready: bool = False
-    done: str = ""  # "ok" or "failed: why"
-    live: dict[str, Any] = field(default_factory=dict)
+    done: str = ""  # "" | "ok <chunks>" | "failed: why"
+    #: The agent's last heartbeat: "at" (its estimate of the coordinator's clock) and its last
+    #: complete second (for the progress line).
+    alive: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_omap(cls, slot: int, values: dict[str, str]) -> "AgentInfo":
+    def from_omap(cls, obj: str, slot: int, values: dict[str, str]) -> "AgentInfo":
         a = cls(slot)
-        reg = _loads(values.get(f"agent.{slot}", ""))
-        if reg:
-            a.host, a.pid = str(reg.get("host", "")), int(reg.get("pid", 0))
+        raw = values.get(f"agent.{slot}", "")
+        if raw:
+            reg = _loads(raw)
+            if reg is None:
+                raise DamagedJob(obj, f"agent.{slot}", raw)
+            a.host = str(reg.get("host", ""))[:255]
+            a.pid = _int(obj, f"agent.{slot} pid", reg.get("pid", 0), 0, _PID)
             if "offset_ns" in reg:
-                a.offset = Offset(int(reg["offset_ns"]), int(reg["rtt_ns"]))
+                a.offset = Offset(_int(obj, f"agent.{slot} offset_ns", reg["offset_ns"], -_DAY_NS, _DAY_NS),
+                                  _int(obj, f"agent.{slot} rtt_ns", reg.get("rtt_ns"), 0, _DAY_NS))
         a.ready = f"ready.{slot}" in values
-        a.done = values.get(f"done.{slot}", "")
-        a.live = _loads(values.get(f"live.{slot}", "")) or {}
+        a.done = values.get(f"done.{slot}", "")[:400]
+        if a.done and not (a.done.startswith("failed: ") or a.done.startswith("ok ")):
+            raise DamagedJob(obj, f"done.{slot}", a.done)
+        alive = _loads(values.get(f"alive.{slot}", "")) or {}
+        try:
+            a.alive = {"at": _int(obj, "at", alive.get("at"), 0, _NS)} if alive else {}
+            if alive.get("second") is not None:
+                a.alive.update(second=_int(obj, "second", alive["second"], 0, 10**9),
+                               ops=_int(obj, "ops", alive.get("ops", 0), 0, 10**12),
+                               errors=_int(obj, "errors", alive.get("errors", 0), 0, 10**12),
+                               requests=_int(obj, "requests", alive.get("requests", 0), 0, 10**15))
+                p99 = alive.get("p99_ms")
+                a.alive["p99_ms"] = _number(obj, "p99_ms", p99, 0, 1e9) if p99 is not None else math.nan
+        except DamagedJob:
+            a.alive = {}  # progress only: a garbled heartbeat is as good as none
         return a
 
     def who(self) -> str:
@@ -205,7 +268,7 @@ def _loads(text: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        out = json.loads(text)
+        out = json.loads(text, parse_constant=lambda c: None)  # NaN and Infinity: no value rgwkeeper writes
     except ValueError:
         return None
     return out if isinstance(out, dict) else None
@@ -215,101 +278,173 @@ class Coordinator:
     """The coordinator's side of a job: publish, watch, wait, start, beat, stop, collect."""
 
     def __init__(self, store: ObjectStore, spec: RunSpec, agents: int, max_skew_s: float, *,
-                 job_id: str | None = None, wall: Callable[[], int] = time.time_ns,
+                 job_id: str | None = None, join_timeout_s: float = 600.0, wall: Callable[[], int] = time.time_ns,
                  mono: Callable[[], int] = time.monotonic_ns) -> None:
-        check_number(agents, "agents", lo=1, hi=1000, integer=True)
+        check_number(agents, "agents", lo=1, hi=MAX_AGENTS, integer=True)
+        check_number(max_skew_s, "max_clock_skew", lo=0.001, hi=10.0, unit=" s")
+        check_number(join_timeout_s, "agents_timeout_s", lo=1.0, hi=86400.0, unit=" s")
         self.store = store
         self.spec = spec
         self.agents = agents
         self.max_skew_s = max_skew_s
+        self.join_timeout_s = join_timeout_s
         self.job_id = job_id or secrets.token_hex(6)
         self.obj = job_object(self.job_id)
         self.wall, self.mono = wall, mono
         self._watch: Any = None
+        self._watch_broken = False
+        #: wall - monotonic, read once at the start: the start and every stop are converted
+        #: with the same base, so stop - start is exactly what the coordinator meant.
+        self._base: int | None = None
         self.stop_published = 0
+        self.started_mono = 0
+        self.chunks: dict[int, int] = {}
 
     def publish(self) -> None:
-        self.store.omap_set(self.obj, {"spec": json.dumps(spec_to_job(self.spec, self.agents, self.max_skew_s)),
+        self.store.omap_set(self.obj, {"spec": json.dumps(spec_to_job(self.spec, self.agents, self.max_skew_s,
+                                                                      self.join_timeout_s)),
                                        "beat": str(self.wall())})
-        self._watch = self.store.watch(self.obj, lambda _payload: str(self.wall()).encode())
+        self._rewatch()
+
+    def _rewatch(self) -> None:
+        if self._watch is not None:
+            with contextlib.suppress(Exception):
+                self._watch.close()
+        self._watch_broken = False
+        self._watch = self.store.watch(self.obj, lambda _payload: str(self.wall()).encode(), self._on_watch_error)
+
+    def _on_watch_error(self, _err: int) -> None:
+        self._watch_broken = True  # librados dropped the watch (a timeout, an OSD change): watch again
 
     def read(self) -> list[AgentInfo]:
         values = self.store.omap_get_all(self.obj)
-        return [AgentInfo.from_omap(k, values) for k in range(self.agents)]
+        if "spec" not in values:
+            raise CephError("load run", f"the job object {self.obj} is gone (removed by hand?)")
+        return [AgentInfo.from_omap(self.obj, k, values) for k in range(self.agents)]
 
     def beat(self) -> None:
+        if self._watch_broken:
+            self._rewatch()
         self.store.omap_set(self.obj, {"beat": str(self.wall())})
 
     def check(self, agents: list[AgentInfo]) -> None:
-        """Refuse the job, in one line, for an agent that failed or whose clock is off."""
+        """Refuse the job, in one line, for an agent whose clock is off, that failed, or that has
+        been silent (killed, or cut off from the cluster) for SILENT_S."""
         for a in agents:  # a clock is this side's to judge, whatever the agent then reported
             if a.offset is not None:
                 check_skew(a.offset, self.max_skew_s, a.who())
+        now = self.wall()
         for a in agents:
             if a.done.startswith("failed"):
                 raise CephError("load run", f"{a.who()} {a.done}")
+            if not a.done and a.alive and now - a.alive["at"] > SILENT_S * 1e9:
+                raise CephError("load run", f"{a.who()} has been silent for {(now - a.alive['at']) / 1e9:.0f} s "
+                                "(killed, or cut off from the cluster); the run is not whole")
 
     def start(self, duration_s: float | None) -> int:
         """Publish the start (and the stop of a fixed-length run); return t0 on this host's
         monotonic clock."""
         wall, mono = self.wall(), self.mono()
+        self._base = wall - mono
         start = wall + int(START_LEAD_S * 1e9)
         values = {"start": str(start)}
         if duration_s is not None:
             self.stop_published = start + int(duration_s * 1e9)
             values["stop"] = str(self.stop_published)
         self.store.omap_set(self.obj, values)
-        return mono + (start - wall)
+        self.started_mono = start - self._base
+        return self.started_mono
 
     def stop_at_mono(self, mono_ns: int) -> None:
         """Publish a stop (never later than one already published)."""
-        at = self.wall() + (mono_ns - self.mono())
+        assert self._base is not None, "start() first"
+        at = mono_ns + self._base
         if self.stop_published and at >= self.stop_published:
             return
         self.stop_published = at
         self.store.omap_set(self.obj, {"stop": str(at)})
 
-    def read_part(self, slot: int) -> dict[str, Any]:
-        raw = self.store.read_all(part_object(self.job_id, slot))
-        data = _loads(raw.decode(errors="replace")) if raw else None
-        if not data or data.get("format") != FORMAT:
-            raise CephError("load run", f"agent {slot} set done but its part is missing or unreadable")
+    def abort(self, why: str) -> None:
+        """Tell every agent to stop now (they clean up what they wrote and report)."""
+        self.store.omap_set(self.obj, {"abort": why[:300], "stop": str(self.wall())})
+
+    def read_part(self, agent: AgentInfo) -> dict[str, Any]:
+        chunks = _int(self.obj, f"done.{agent.slot}", agent.done[3:], 1, MAX_CHUNKS)
+        self.chunks[agent.slot] = chunks
+        blob = b""
+        for i in range(chunks):
+            raw = self.store.read_all(part_object(self.job_id, agent.slot, i))
+            if raw is None:
+                raise CephError("load run", f"{agent.who()} set done but part {i} of {chunks} is missing")
+            blob += raw
+        try:
+            data = _loads(zlib.decompress(blob).decode())
+        except (zlib.error, UnicodeDecodeError):
+            data = None
+        if not data or data.get("format") != FORMAT or data.get("slot") != agent.slot:
+            raise DamagedJob(part_object(self.job_id, agent.slot, 0), f"{agent.who()}'s part", blob[:20])
         return data
 
     def close(self) -> None:
         """Stop answering, and remove the job and its parts (agents still running see it gone
-        and stop)."""
+        and stop; their writes compare the spec, so none brings the object back)."""
         if self._watch is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._watch.close()
-            except Exception:  # noqa: BLE001 - best effort on the way out
-                pass
             self._watch = None
-        for k in range(self.agents):
-            self.store.remove(part_object(self.job_id, k))
         self.store.remove(self.obj)
+        for slot, n in self.chunks.items():
+            for i in range(n):
+                self.store.remove(part_object(self.job_id, slot, i))
+        for name in self.store.list_names(f"{self.obj}.part."):  # parts of agents whose part was not read
+            self.store.remove(name)
+
+
+def remove_stale_jobs(store: ObjectStore, now_ns: int, older_than_s: float = 3600.0) -> list[str]:
+    """Remove load jobs whose coordinator has not beaten for ``older_than_s`` (it was killed:
+    SIGKILL leaves no time to clean up), with their parts; return their ids. An hour, not
+    SILENT_S: beats are stamped with each coordinator host's own clock."""
+    removed = []
+    names = store.list_names("loadgen.")
+    for name in names:
+        if name.count(".") != 1:
+            continue
+        beat = store.omap_get_keys(name, ["beat"]).get("beat", "")
+        if beat.isdigit() and now_ns - int(beat) > older_than_s * 1e9:
+            store.remove(name)
+            for part in (n for n in names if n.startswith(f"{name}.part.")):
+                store.remove(part)
+            removed.append(name.split(".", 1)[1])
+    return removed
 
 
 def live_of(agents: list[AgentInfo]) -> Live:
     """The agents' last complete seconds, added, for the progress line."""
     live = Live()
-    seconds = [a.live.get("second") for a in agents if a.live.get("second") is not None]
+    seconds = [a.alive["second"] for a in agents if "second" in a.alive]
     if seconds:
         sec = min(seconds)
-        lat = [a.live.get("p99_ms") for a in agents if a.live.get("second") == sec]
-        live.last_second = {"second": sec, "ops": sum(a.live.get("ops", 0) for a in agents if a.live.get("second") == sec),
-                            "p99_ms": max((x for x in lat if isinstance(x, (int, float)) and math.isfinite(x)),
-                                          default=math.nan)}
-    live.errors = sum(int(a.live.get("errors", 0)) for a in agents)
-    live.requests = sum(int(a.live.get("requests", 0)) for a in agents)
+        same = [a.alive for a in agents if a.alive.get("second") == sec]
+        live.last_second = {"second": sec, "ops": sum(x["ops"] for x in same),
+                            "p99_ms": max((x["p99_ms"] for x in same if math.isfinite(x["p99_ms"])), default=math.nan)}
+    live.errors = sum(a.alive.get("errors", 0) for a in agents)
+    live.requests = sum(a.alive.get("requests", 0) for a in agents)
     return live
 
 
 # -- the agent ----------------------------------------------------------------------------------
 
+#: A part is written in objects of at most this size (an OSD refuses a write above
+#: osd_max_write_size, 90 MB by default); a part is about 1 kB a second of run, compressed.
+CHUNK_BYTES = 8 * 1024 * 1024
+MAX_CHUNKS = 10_000
+
+
 class Agent:
     """An agent's side of a job: join, check the clock, wait for the start, follow the stop,
-    and ship the part. Every call blocks (the runner calls the gate's methods on a thread)."""
+    beat, and ship the part. Every call blocks (the runner calls the gate's methods on a
+    thread). Every write compares the job's spec in the same op: once the coordinator has
+    removed the job, nothing an agent writes brings it back."""
 
     def __init__(self, store: ObjectStore, job_id: str, *, wall: Callable[[], int] | None = None,
                  mono: Callable[[], int] = time.monotonic_ns, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -319,82 +454,152 @@ class Agent:
         self.wall, self.mono, self.sleep = wall or agent_wall_clock(), mono, sleep
         self.slot = -1
         self.job: dict[str, Any] = {}
+        self._spec_text = ""
         self.offset: Offset | None = None
+        self._base: int | None = None  # this host's wall - monotonic, read once (see Coordinator)
         self.gone = ""  # why the load stopped early, if it did
+        self._last_answer = 0  # monotonic ns of the job object's last answer (stop_ns)
+        self.live: dict[str, Any] = {}  # the last complete second, from the progress callback
+        self._beating = threading.Event()
+        self._beater: threading.Thread | None = None
+
+    def _write(self, values: dict[str, str]) -> None:
+        if not self.store.omap_set_if(self.obj, "spec", self._spec_text, values):
+            raise JobGone("load run", f"load job {self.job_id} has ended (the coordinator stopped or gave up)")
 
     def join(self) -> dict[str, Any]:
         values = self.store.omap_get_all(self.obj)
         job = _loads(values.get("spec", ""))
         if job is None:
+            if values.get("spec"):
+                raise DamagedJob(self.obj, "spec", values["spec"])
             raise UsageError(f"no load job {self.job_id} (it ended, or the id is wrong); start agents while "
                              f"`loadgen run --agents` waits for them")
         if "start" in values:
             raise UsageError(f"load job {self.job_id} has started already; an agent joins before the start")
-        self.job = job
+        agents = _int(self.obj, "agents", job.get("agents"), 1, MAX_AGENTS)
+        job["max_skew_s"] = _number(self.obj, "max_skew_s", job.get("max_skew_s"), 0.001, 10.0)
+        job["join_timeout_s"] = _number(self.obj, "join_timeout_s", job.get("join_timeout_s"), 1.0, 86400.0)
+        self.job, self._spec_text = job, values["spec"]
         me = json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
-        for k in range(int(job.get("agents", 0))):
+        for k in range(agents):
             if self.store.omap_set_if(self.obj, f"agent.{k}", "", {f"agent.{k}": me}):
                 self.slot = k
                 return job
-        raise UsageError(f"load job {self.job_id} has all its {job.get('agents')} agents already")
+        raise UsageError(f"load job {self.job_id} has all its {agents} agents already")
 
     def ping(self) -> tuple[int, int, int]:
         sent = self.wall()
         answers, _ = self.store.notify(self.obj, b"clock", PING_TIMEOUT_S)
         received = self.wall()
-        if not answers:
+        # Another client may watch the object too (`rados watch`): only a clock reading counts.
+        clocks = [int(a) for a in answers if a.isdigit() and len(a) <= 19]
+        if not clocks:
             raise CephError("clock check", f"no coordinator answers on load job {self.job_id} (it ended or died)")
-        return sent, int(answers[0]), received
+        return sent, clocks[0], received
 
     def measure(self) -> Offset:
         """Measure and register this host's clock offset; refuse it beyond the job's bound."""
         self.offset = estimate_offset(self.ping)
         reg = {"host": socket.gethostname(), "pid": os.getpid(), "offset_ns": self.offset.offset_ns,
                "rtt_ns": self.offset.rtt_ns}
-        self.store.omap_set(self.obj, {f"agent.{self.slot}": json.dumps(reg)})
-        check_skew(self.offset, float(self.job["max_skew_s"]), f"agent {self.slot} on {socket.gethostname()}")
+        self._write({f"agent.{self.slot}": json.dumps(reg)})
+        check_skew(self.offset, self.job["max_skew_s"], f"agent {self.slot} on {socket.gethostname()}")
+        self._base = self.wall() - self.mono()
         return self.offset
 
     def _to_mono(self, coordinator_wall_ns: int) -> int:
+        assert self.offset is not None and self._base is not None, "measure() first"
+        return coordinator_wall_ns - self.offset.offset_ns - self._base
+
+    def _their_now(self) -> int:
         assert self.offset is not None
-        return self.mono() + (coordinator_wall_ns - self.offset.offset_ns - self.wall())
+        return self.wall() + self.offset.offset_ns
+
+    def _silent(self, values: dict[str, str]) -> bool:
+        beat = values.get("beat", "")
+        return beat.isdigit() and self._their_now() - int(beat) > SILENT_S * 1e9
 
     # The runner's StartGate.
     def start_ns(self, timeout_s: float) -> int:
-        self.store.omap_set(self.obj, {f"ready.{self.slot}": "1"})
-        deadline = time.monotonic() + timeout_s
+        self._write({f"ready.{self.slot}": "1"})
+        deadline = self.mono() + int(timeout_s * 1e9)
         while True:
-            values = self.store.omap_get_keys(self.obj, ["spec", "start"])
+            values = self.store.omap_get_keys(self.obj, ["spec", "start", "beat", "abort"])
             if "spec" not in values:
-                raise CephError("load run", f"load job {self.job_id} ended before it started (the coordinator gave up)")
+                raise JobGone("load run", f"load job {self.job_id} ended before it started (the coordinator gave up)")
+            if "abort" in values:
+                raise CephError("load run", f"the coordinator stopped load job {self.job_id}: {values['abort'][:300]}")
             if "start" in values:
-                return self._to_mono(int(values["start"]))
-            if time.monotonic() > deadline:
+                return self._to_mono(_int(self.obj, "start", values["start"], 0, _NS))
+            if self._silent(values):
+                raise CephError("load run", f"the coordinator of load job {self.job_id} has been silent for over "
+                                f"{SILENT_S:.0f} s (killed?); nothing was started")
+            if self.mono() > deadline:
                 raise CephError("load run", f"load job {self.job_id} did not start within {timeout_s:.0f} s")
             self.sleep(POLL_S)
 
     def stop_ns(self) -> int | None:
-        values = self.store.omap_get_keys(self.obj, ["spec", "stop", "beat"])
+        try:
+            values = self.store.omap_get_keys(self.obj, ["spec", "stop", "beat", "abort"])
+        except CephError as exc:
+            # One slow answer is no reason to stop; SILENT_S without any is (as for the beat).
+            if self._last_answer and self.mono() - self._last_answer > SILENT_S * 1e9:
+                self.gone = f"the cluster has not answered for over {SILENT_S:.0f} s ({exc})"
+                return self.mono()
+            return None
+        self._last_answer = self.mono()
         if "spec" not in values:
             self.gone = "the load job ended (the coordinator gave up or was stopped)"
             return self.mono()
-        assert self.offset is not None
-        their_now = self.wall() + self.offset.offset_ns
-        if "beat" in values and their_now - int(values["beat"]) > SILENT_S * 1e9:
+        if "abort" in values:
+            self.gone = f"the coordinator stopped the run: {values['abort'][:300]}"
+            return self.mono()
+        if self._silent(values):
             self.gone = f"the coordinator has been silent for over {SILENT_S:.0f} s"
             return self.mono()
-        return self._to_mono(int(values["stop"])) if "stop" in values else None
+        return self._to_mono(_int(self.obj, "stop", values["stop"], 0, _NS)) if "stop" in values else None
 
-    def report_live(self, live: Live) -> None:
-        last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in live.last_second.items()}
-        self.store.omap_set(self.obj, {f"live.{self.slot}": json.dumps(
-            {**last, "errors": live.errors, "requests": live.requests})})
+    # The heartbeat: a thread of its own from the clock check to the part, so neither the
+    # event loop (which times the requests) nor a slow cluster delays the other.
+    def beat_once(self) -> None:
+        last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.live.items()}
+        self._write({f"alive.{self.slot}": json.dumps({**last, "at": self._their_now()})})
+
+    def start_beating(self, every_s: float = 1.0) -> None:
+        def run() -> None:
+            while not self._beating.wait(every_s):
+                try:
+                    self.beat_once()
+                except JobGone:
+                    return
+                except CephError as exc:
+                    log.debug("loadgen_agent_beat_missed", error=str(exc)[:200])
+
+        self._beating.clear()
+        self._beater = threading.Thread(target=run, name="loadgen-agent-beat", daemon=True)
+        self._beater.start()
+
+    def stop_beating(self) -> None:
+        self._beating.set()
+        if self._beater is not None:
+            self._beater.join(15)  # a beat under way ends within the store's call timeout
 
     def ship(self, data: RunData) -> dict[str, Any]:
-        """Write this agent's part and set done; return the part."""
+        """Write this agent's part (compressed, in chunks) and set done; return the part."""
         part = part_of(data, self.slot, socket.gethostname(), self.offset, self.recheck())
-        self.store.write_full(part_object(self.job_id, self.slot), json.dumps(part).encode())
-        self.store.omap_set(self.obj, {f"done.{self.slot}": "ok"})
+        blob = zlib.compress(json.dumps(part).encode(), 6)
+        chunks = [blob[i:i + CHUNK_BYTES] for i in range(0, len(blob), CHUNK_BYTES)] or [b""]
+        if len(chunks) > MAX_CHUNKS:
+            raise CephError("load run", f"this agent's part is {len(blob)} bytes: too large to ship")
+        for i, chunk in enumerate(chunks):
+            self.store.write_full(part_object(self.job_id, self.slot, i), chunk)
+        try:
+            self._write({f"done.{self.slot}": f"ok {len(chunks)}"})
+        except JobGone:
+            for i in range(len(chunks)):
+                self.store.remove(part_object(self.job_id, self.slot, i))
+            raise
         return part
 
     def recheck(self) -> Offset | None:
@@ -405,14 +610,16 @@ class Agent:
             return None
 
     def fail(self, why: str) -> None:
-        try:
-            self.store.omap_set(self.obj, {f"done.{self.slot}": f"failed: {why[:300]}"})
-        except CephError:
-            pass
+        """Tell the coordinator why this agent stopped (nothing, if the job is gone)."""
+        if self.slot < 0:
+            return
+        with contextlib.suppress(CephError):
+            self._write({f"done.{self.slot}": f"failed: {why[:300]}"})
 
 
 def part_of(data: RunData, slot: int, host: str, offset: Offset | None, offset_end: Offset | None) -> dict[str, Any]:
     rec = analysis.records_from_columns(data.columns, data.t0_ns)
+    # The coordinator's stop - start, in whole ns: the agent converted both with one base.
     seconds = int(math.floor(data.stop_s))
     return {"format": FORMAT, "slot": slot, "host": host, "stop_s": data.stop_s, "started_at": data.started_at,
             "offset": offset.to_dict() if offset else None, "offset_end": offset_end.to_dict() if offset_end else None,
@@ -440,6 +647,15 @@ class FleetRun:
 def merged(run: FleetRun, warmup_s: float, windows: list[analysis.Window] | None = None,
            max_skew_s: float | None = None) -> tuple[dict[str, Any], analysis.Series]:
     """The result JSON of a coordinated run (the same layout as one host's) and its series."""
+    try:
+        return _merged(run, warmup_s, windows, max_skew_s)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, zlib.error) as exc:
+        raise CephError("load run", f"an agent's part is not one this rgwkeeper reads ({type(exc).__name__}: "
+                        f"{str(exc)[:80]}); run the same rgwkeeper version on every host") from None
+
+
+def _merged(run: FleetRun, warmup_s: float, windows: list[analysis.Window] | None,
+            max_skew_s: float | None) -> tuple[dict[str, Any], analysis.Series]:
     seconds = int(math.floor(run.stop_s))
     series = analysis.merge_series([analysis.series_from_json(p["series"]) for p in run.parts], seconds)
     hists = analysis.merge_histograms(analysis.histograms_from_json(p["histograms"]) for p in run.parts)
@@ -453,6 +669,9 @@ def merged(run: FleetRun, warmup_s: float, windows: list[analysis.Window] | None
         if drift is not None and max_skew_s is not None and abs(drift) > max_skew_s * 1000:
             notes.append(f"agent {p['slot']} on {p['host']}: its clock drifted {drift:.1f} ms against the "
                          f"coordinator's during the run (more than loadgen.max_clock_skew_ms)")
+        if math.floor(p["stop_s"]) < seconds:
+            notes.append(f"agent {p['slot']} on {p['host']} stopped at {p['stop_s']:.1f} s, before the run's "
+                         f"{run.stop_s:.1f} s: its later seconds hold none of its requests")
         agents.append({"slot": p["slot"], "host": p["host"], "clock": start or None, "drift_ms": drift,
                        "requests": p["requests"], "stop_s": p["stop_s"]})
     cpu = analysis.client_cpu(sum(w["cpu_s"] for w in workers), sum(p["parent_cpu_s"] for p in run.parts),
@@ -471,6 +690,9 @@ def merged(run: FleetRun, warmup_s: float, windows: list[analysis.Window] | None
 
 #: Seconds an agent may take after the stop: its last requests, its cleanup, its part.
 AFTER_STOP_S = 180.0
+#: Seconds (plus two request timeouts) a coordinator that gave up waits for its live agents to
+#: clean up and report, before it removes the job and the buckets.
+GIVE_UP_S = 60.0
 
 
 @contextlib.contextmanager
@@ -493,9 +715,38 @@ def job_store(access: ClusterAccess, pool: str, create_pool: bool | None) -> Ite
         adapters.close()
 
 
+class _Polls:
+    """The coordinator's reads and beats, tolerant of a slow answer: the run fails only when the
+    cluster has not answered for SILENT_S (by then the agents have stopped too)."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.answered = time.monotonic()
+
+    async def _call(self, fn: Callable[[], _T]) -> _T | None:
+        try:
+            out = await asyncio.to_thread(fn)
+        except (CephTimeout, CephUnreachable) as exc:
+            if time.monotonic() - self.answered > SILENT_S:
+                raise CephError("load run", f"the cluster has not answered for over {SILENT_S:.0f} s ({exc}); "
+                                "the agents stop on their own") from None
+            return None
+        self.answered = time.monotonic()
+        return out
+
+    async def read(self) -> list[AgentInfo] | None:
+        agents = await self._call(self.coord.read)
+        if agents is not None:
+            self.coord.check(agents)
+        return agents
+
+    async def beat(self) -> None:
+        await self._call(self.coord.beat)
+
+
 async def run_fleet(coord: Coordinator, credentials: RgwCredentials, *, announce: Callable[[str], None],
-                    join_timeout_s: float, controller: Controller | None = None,
-                    progress: Progress | None = None, tick_s: float = 0.5) -> FleetRun:
+                    controller: Controller | None = None, progress: Progress | None = None,
+                    tick_s: float = 0.5) -> FleetRun:
     """Run ``coord``'s job: make the buckets, wait for every agent, start them together, stop
     them (at the duration, or when ``controller`` says), and collect their parts."""
     spec = coord.spec
@@ -507,20 +758,22 @@ async def run_fleet(coord: Coordinator, credentials: RgwCredentials, *, announce
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     control_task: asyncio.Task[None] | None = None
     try:
+        for old in await asyncio.to_thread(remove_stale_jobs, coord.store, coord.wall()):
+            notes.append(f"removed load job {old}: its coordinator had been silent for over an hour")
         await asyncio.to_thread(coord.publish)
         announce(coord.job_id)
-        deadline = time.monotonic() + join_timeout_s
+        polls = _Polls(coord)
+        deadline = time.monotonic() + coord.join_timeout_s
         while True:
-            agents = await asyncio.to_thread(coord.read)
-            coord.check(agents)
-            if all(a.ready for a in agents):
+            agents = await polls.read()
+            if agents is not None and all(a.ready for a in agents):
                 break
             if time.monotonic() > deadline:
-                waiting = [a.who() for a in agents if not a.ready]
+                waiting = [a.who() for a in agents or [] if not a.ready]
                 raise CephError("load run", f"{len(waiting)} of {coord.agents} agents not ready within "
-                                f"{join_timeout_s:.0f} s ({', '.join(waiting)}); start each with: "
+                                f"{coord.join_timeout_s:.0f} s ({', '.join(waiting)}); start each with: "
                                 f"rgwkeeper loadgen agent --job {coord.job_id}")
-            await asyncio.to_thread(coord.beat)
+            await polls.beat()
             await asyncio.sleep(tick_s)
         t0 = await asyncio.to_thread(coord.start, spec.duration_s)
         stop = types.SimpleNamespace(value=0 if spec.duration_s is None else t0 + int(spec.duration_s * 1e9))
@@ -529,9 +782,8 @@ async def run_fleet(coord: Coordinator, credentials: RgwCredentials, *, announce
         if controller is not None:
             control_task = asyncio.ensure_future(controller(handle))
         while True:
-            agents = await asyncio.to_thread(coord.read)
-            coord.check(agents)
-            if all(a.done == "ok" for a in agents):
+            agents = await polls.read()
+            if agents is not None and all(a.done.startswith("ok ") for a in agents):
                 break
             if control_task is not None and control_task.done():
                 control_task.result()  # re-raise a controller failure
@@ -541,54 +793,99 @@ async def run_fleet(coord: Coordinator, credentials: RgwCredentials, *, announce
                 stop.value = max(stop.value, time.monotonic_ns() + int(STOP_LEAD_S * 1e9))
                 await asyncio.to_thread(coord.stop_at_mono, stop.value)
                 published = stop.value
-            if progress is not None:
+            if progress is not None and agents is not None:
                 progress(handle.now_s(), live_of(agents))
-            if stop.value and time.monotonic_ns() > stop.value + int((AFTER_STOP_S + 2 * spec.request_timeout_s) * 1e9):
-                late = [a.who() for a in agents if a.done != "ok"]
-                raise CephError("load run", f"no result from {', '.join(late)} within "
-                                f"{AFTER_STOP_S + 2 * spec.request_timeout_s:.0f} s of the stop")
-            await asyncio.to_thread(coord.beat)
+            if stop.value and time.monotonic_ns() > stop.value + int(after_stop_s(spec, stop.value - t0) * 1e9):
+                late = [a.who() for a in agents or [] if not a.done]
+                raise CephError("load run", f"no result from {', '.join(late) or 'the agents'} within "
+                                f"{after_stop_s(spec, stop.value - t0):.0f} s of the stop")
+            await polls.beat()
             await asyncio.sleep(tick_s)
         if control_task is not None:
             await control_task
-        parts = [await asyncio.to_thread(coord.read_part, k) for k in range(coord.agents)]
+        parts = [await asyncio.to_thread(coord.read_part, a) for a in agents]
         stop_s = (stop.value - t0) / 1e9
-    finally:
-        if control_task is not None and not control_task.done():
-            control_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await control_task
-        await asyncio.to_thread(coord.close)
-        notes.extend(await remove_buckets(spec, credentials, created))
+    except BaseException as exc:
+        left = await _give_up(coord, control_task, spec, credentials, created, exc)
+        if left and isinstance(exc, RgwkeeperError) and exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"{exc.args[0]}; buckets left in place (not empty): {', '.join(left)}", *exc.args[1:])
+        raise
+    await _wind_up(coord, control_task)
+    notes.extend(left_note(b) for b in await remove_buckets(spec, credentials, created))
     return FleetRun(job_id=coord.job_id, spec={**spec.to_dict(), "agents": coord.agents}, stop_s=stop_s,
                     events=events, parts=parts, started_at=started_at, notes=notes)
 
 
+async def _give_up(coord: Coordinator, control_task: asyncio.Task[None] | None, spec: RunSpec,
+                   credentials: RgwCredentials, created: list[str], exc: BaseException) -> list[str]:
+    """A failed run: tell the agents to stop, give those still alive a bounded time to clean up
+    what they wrote and report, then remove the job and the buckets; return buckets left."""
+    why = str(exc) if isinstance(exc, RgwkeeperError) else type(exc).__name__
+    await _wind_up(coord, control_task, close=False)  # the maintenance stops first
+    try:
+        await asyncio.to_thread(coord.abort, why)
+        deadline = time.monotonic() + GIVE_UP_S + 2 * spec.request_timeout_s
+        while time.monotonic() < deadline:
+            agents = await asyncio.to_thread(coord.read)
+            now = coord.wall()
+            if all(a.done or not a.alive or now - a.alive["at"] > SILENT_S * 1e9 for a in agents):
+                break
+            await asyncio.sleep(0.5)
+    except (CephError, asyncio.CancelledError) as err:  # the cluster is away, or a second Ctrl-C
+        log.warning("loadgen_agents_not_waited_for", job=coord.job_id, error=str(err)[:200])
+    await _wind_up(coord, control_task)
+    try:
+        return await remove_buckets(spec, credentials, created)
+    except CephError as err:
+        log.warning("loadgen_buckets_not_removed", buckets=created, error=str(err)[:200])
+        return created
+
+
+def after_stop_s(spec: RunSpec, run_ns: int) -> float:
+    """How long after the stop an agent's result may take: its last requests, its cleanup and
+    its part (making a part takes about 15 ms a second of run)."""
+    return AFTER_STOP_S + 2 * spec.request_timeout_s + 0.05 * run_ns / 1e9
+
+
+async def _wind_up(coord: Coordinator, control_task: asyncio.Task[None] | None, *, close: bool = True) -> None:
+    if control_task is not None and not control_task.done():
+        control_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await control_task
+    if not close:
+        return
+    try:
+        await asyncio.to_thread(coord.close)
+    except CephError as exc:  # the cluster is away: the agents stop on the beat; name what is left
+        log.warning("loadgen_job_left", job=coord.job_id, object=coord.obj, error=str(exc)[:200])
+
+
 async def run_agent(agent: Agent, endpoints: tuple[str, ...], credentials: RgwCredentials,
                     progress: Progress | None = None) -> tuple[RunSpec, RunData, dict[str, Any]]:
-    """Join ``agent``'s job, run this host's share, ship the part."""
+    """Join ``agent``'s job, run this host's share, ship the part. Once it has a slot, whatever
+    stops it is written into the job for the coordinator to report."""
     job = await asyncio.to_thread(agent.join)
-    spec = agent_spec(job, agent.slot, endpoints)
     try:
+        spec = agent_spec(job, agent.slot, endpoints)
         await asyncio.to_thread(agent.measure)
-        last = [0.0]
+        agent.start_beating()
 
         def report(now_s: float, live: Live) -> None:
+            agent.live = {**live.last_second, "errors": live.errors, "requests": live.requests}
             if progress is not None:
                 progress(now_s, live)
-            if now_s - last[0] >= 1.0:
-                last[0] = now_s
-                with contextlib.suppress(CephError):
-                    agent.report_live(live)  # on the loop's thread: one small omap write a second
 
-        data = await run_load(spec, credentials, progress=report, gate=agent)
+        try:
+            data = await run_load(spec, credentials, progress=report, gate=agent)
+            if agent.gone:  # cleaned up (run_load did); the run this share was for is over
+                raise CephError("load run", f"this agent stopped early: {agent.gone}")
+            part = await asyncio.to_thread(agent.ship, data)
+        finally:
+            await asyncio.to_thread(agent.stop_beating)
     except (RgwkeeperError, OSError) as exc:
         await asyncio.to_thread(agent.fail, str(exc))
         raise
     except BaseException:
         await asyncio.to_thread(agent.fail, "interrupted")
         raise
-    if agent.gone:
-        data.notes.append(f"stopped early: {agent.gone}")
-    part = await asyncio.to_thread(agent.ship, data)
     return spec, data, part

@@ -556,7 +556,7 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
                 p.terminate()
                 await asyncio.to_thread(p.join, 5)
         collector.stop()
-        notes.extend(await remove_buckets(spec, credentials, created))
+        notes.extend(left_note(b) for b in await remove_buckets(spec, credentials, created))
 
     for w in collector.cleaned:
         if w["failed"]:
@@ -578,15 +578,15 @@ async def make_buckets(spec: RunSpec, credentials: RgwCredentials) -> list[str]:
 
 
 async def remove_buckets(spec: RunSpec, credentials: RgwCredentials, created: list[str]) -> list[str]:
-    """Remove the buckets a run created (unless it keeps them); notes for those left behind."""
+    """Remove the buckets a run created (unless it keeps them); return those left (not empty)."""
     if not created or spec.keep:
         return []
-    notes = []
     async with S3Clients(spec.endpoints, credentials, region=spec.region, timeout_s=spec.request_timeout_s) as s3:
-        for b in created:
-            if not await s3.delete_bucket(b):
-                notes.append(f"bucket {b} was not empty after cleanup; left in place")
-    return notes
+        return [b for b in created if not await s3.delete_bucket(b)]
+
+
+def left_note(bucket: str) -> str:
+    return f"bucket {bucket} was not empty after cleanup; left in place"
 
 
 def _wait_ready(collector: "_Collector", timeout: float) -> None:

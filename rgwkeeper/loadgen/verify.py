@@ -178,7 +178,6 @@ class FleetSetup:
 
     coordinator: Coordinator
     announce: Callable[[str], None]
-    join_timeout_s: float
 
 
 async def verify_run(spec: RunSpec, creds: RgwCredentials, maint: Maintenance, *, warmup_s: float,
@@ -191,8 +190,8 @@ async def verify_run(spec: RunSpec, creds: RgwCredentials, maint: Maintenance, *
         data = await run_load(spec, creds, controller=maint.control, progress=progress)
         stop_s = data.stop_s
     else:
-        run = await run_fleet(fleet.coordinator, creds, announce=fleet.announce, join_timeout_s=fleet.join_timeout_s,
-                              controller=maint.control, progress=progress)
+        run = await run_fleet(fleet.coordinator, creds, announce=fleet.announce, controller=maint.control,
+                              progress=progress)
         stop_s = run.stop_s
     m_start = maint.started_t if maint.started_t is not None else maint.start_at
     windows = [analysis.Window.between("baseline", warmup_s, m_start),

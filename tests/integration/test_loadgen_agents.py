@@ -53,6 +53,32 @@ def _job_id(proc, timeout=120.0) -> str:
     raise AssertionError(f"no job id from the coordinator: {''.join(seen)[-2000:]}")
 
 
+def _config(tmp_path, extra: str = ""):
+    cfg = tmp_path / "rgwkeeper.toml"
+    cfg.write_text(f'[daemon]\npool = "{ITEMS_POOL}"\n{extra}')
+    return cfg
+
+
+def _put_coordinator(ceph_cluster, cfg, bucket_name, agents: int, duration: int, rate: int):
+    """``loadgen run --agents`` of PUT only, one worker an agent."""
+    return _start(_cli(ceph_cluster, cfg, ceph_cluster.rgw_endpoint, "loadgen", "run", "--agents", str(agents),
+                       "--duration", str(duration), "--rate", str(rate), "--mix", "PUT=100", "--workers", "1",
+                       "--bucket-prefix", bucket_name, "--no-progress"))
+
+
+def _job_objects(ceph_cluster, job: str) -> list[str]:
+    out = subprocess.run(["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
+                          "-p", ITEMS_POOL, "ls"], capture_output=True, text=True, timeout=60, check=True).stdout
+    return [o for o in out.split() if o.startswith(f"loadgen.{job}")]
+
+
+def _error_line(returncode: int, stderr: str, expected_rc: int) -> str:
+    """The one error line of a command that failed as expected, with no traceback."""
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("rgwkeeper: error:")]
+    assert returncode == expected_rc and len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
+    return lines[0]
+
+
 def _records(path) -> np.ndarray:
     with open(path) as f:
         rows = list(csv.DictReader(f))
@@ -75,8 +101,7 @@ COMMANDS = {
 @pytest.mark.parametrize("command", COMMANDS)
 def test_two_agents_in_their_own_processes_merge_exactly_into_one_run(ceph_cluster, tmp_path, bucket_name, second_rgw,
                                                                        command):
-    cfg = tmp_path / "rgwkeeper.toml"
-    cfg.write_text(f'[daemon]\npool = "{ITEMS_POOL}"\n[loadgen]\nwarmup_s = 2.0\n')
+    cfg = _config(tmp_path, "[loadgen]\nwarmup_s = 2.0\n")
     gw1 = ceph_cluster.rgw_endpoint
     how = [a.format(tmp=tmp_path) for a in COMMANDS[command]]
     argv = _cli(ceph_cluster, cfg, gw1, *how, "--agents", "2", "--rate", str(RATE), "--mix", "PUT=70,GET=30",
@@ -147,16 +172,12 @@ def test_two_agents_in_their_own_processes_merge_exactly_into_one_run(ceph_clust
 
 def test_an_agent_whose_clock_is_off_is_refused_and_the_coordinator_leaves_nothing(ceph_cluster, tmp_path,
                                                                                    bucket_name, s3):
-    cfg = tmp_path / "rgwkeeper.toml"
-    cfg.write_text(f'[daemon]\npool = "{ITEMS_POOL}"\n')
-    gw1 = ceph_cluster.rgw_endpoint
-    coordinator = _start(_cli(ceph_cluster, cfg, gw1, "loadgen", "run", "--agents", "1", "--duration", "3",
-                              "--rate", "10", "--mix", "PUT=100", "--workers", "1", "--bucket-prefix", bucket_name,
-                              "--no-progress"))
+    cfg = _config(tmp_path)
+    coordinator = _put_coordinator(ceph_cluster, cfg, bucket_name, agents=1, duration=3, rate=10)
     try:
         job = _job_id(coordinator)
-        agent = subprocess.run(_cli(ceph_cluster, cfg, gw1, "loadgen", "agent", "--job", job, "--no-progress"),
-                               capture_output=True, text=True, timeout=120,
+        agent = subprocess.run(_cli(ceph_cluster, cfg, ceph_cluster.rgw_endpoint, "loadgen", "agent", "--job", job,
+                                    "--no-progress"), capture_output=True, text=True, timeout=120,
                                env={**os.environ, "RGWKEEPER_INJECT_CLOCK_SKEW_MS": "2000"})
         _, err = coordinator.communicate(timeout=120)
     finally:
@@ -164,11 +185,45 @@ def test_an_agent_whose_clock_is_off_is_refused_and_the_coordinator_leaves_nothi
             os.killpg(coordinator.pid, signal.SIGKILL)
             coordinator.wait()
     for rc, stderr in ((agent.returncode, agent.stderr), (coordinator.returncode, err)):
-        lines = [ln for ln in stderr.splitlines() if ln.startswith("rgwkeeper: error:")]
-        assert rc == 2 and len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
-        assert "agent 0 on" in lines[0] and "clock 2.0" in lines[0] and "off the coordinator's" in lines[0], lines
+        line = _error_line(rc, stderr, 2)
+        assert "agent 0 on" in line and "clock 2.0" in line and "off the coordinator's" in line, line
     # The job object is gone and the bucket the coordinator made is removed.
-    objects = subprocess.run(["rados", "--conf", str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring),
-                              "-p", ITEMS_POOL, "ls"], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert f"loadgen.{job}" not in objects.split()
+    assert not _job_objects(ceph_cluster, job)
     assert bucket_name + "-000" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_an_agent_killed_mid_run_fails_the_run_in_one_line_and_the_other_stops_and_cleans_up(ceph_cluster, tmp_path,
+                                                                                            bucket_name, s3):
+    cfg = _config(tmp_path)
+    coordinator = _put_coordinator(ceph_cluster, cfg, bucket_name, agents=2, duration=120, rate=20)
+    procs = [coordinator]
+    try:
+        job = _job_id(coordinator)
+        survivor, victim = (_start(_cli(ceph_cluster, cfg, ceph_cluster.rgw_endpoint, "loadgen", "agent", "--job", job,
+                                        "--no-progress")) for _ in range(2))
+        procs += [survivor, victim]
+        time.sleep(8)  # the load runs (the start is 2 s after both are ready)
+        assert victim.poll() is None and survivor.poll() is None
+        os.killpg(victim.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, err = coordinator.communicate(timeout=240)
+        took = time.monotonic() - killed_at
+        _, survivor_err = survivor.communicate(timeout=120)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    line = _error_line(coordinator.returncode, err, 1)
+    assert "has been silent for" in line and "killed, or cut off" in line, line
+    # The killed agent's objects stay (nobody deletes them), so its bucket is named, not hidden.
+    assert f"buckets left in place (not empty): {bucket_name}-000" in line, line
+    assert took < 120, f"the coordinator took {took:.0f} s to notice"  # SILENT_S and the survivor's cleanup
+    # The survivor stopped on the coordinator's word, cleaned up what it wrote, and said why.
+    line = _error_line(survivor.returncode, survivor_err, 1)
+    assert "this agent stopped early: the coordinator stopped the run" in line, line
+    assert not _job_objects(ceph_cluster, job)
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket=f"{bucket_name}-000").get("Contents", [])]
+    assert left and len({k.split("/w")[1][:3] for k in left}) == 1, left[:5]  # only the killed agent's keys
+    s3.delete_objects(Bucket=f"{bucket_name}-000", Delete={"Objects": [{"Key": k} for k in left]})
+    s3.delete_bucket(Bucket=f"{bucket_name}-000")

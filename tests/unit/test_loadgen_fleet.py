@@ -9,7 +9,9 @@ and the time a notify spends on the wire is injected.
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 
 import pytest
 
@@ -27,21 +29,26 @@ class Clock:
 
     def __init__(self) -> None:
         self.now = 1_800_000_000 * S
+        self.ticks = iter(())  # ns each reading takes, as on a real host: never quite the same
+
+    def _read(self) -> int:
+        self.now += next(self.ticks, 0)
+        return self.now
 
     def wall(self, off_ns: int = 0):
-        return lambda: self.now + off_ns
+        return lambda: self._read() + off_ns
 
     def mono(self, base_ns: int):
-        return lambda: self.now - 1_800_000_000 * S + base_ns
+        return lambda: self._read() - 1_800_000_000 * S + base_ns
 
     def sleep(self, s: float) -> None:
         self.now += int(s * S)
 
 
 class FakeJobStore(FakeBoardStore):
-    """A client of the fake OSD that can also watch, notify and write whole objects."""
-
-    watchers: dict[str, list] = {}
+    """A client of the fake OSD that can also watch, notify, list and write whole objects. As
+    librados: a notify with no watcher gets no answer, every watcher's answer comes back (a
+    `rados watch` answers with nothing), and a watch on a missing object fails (ENOENT)."""
 
     def __init__(self, osd: FakeOsd, client: str, clock: Clock, one_way_ns: int = 200_000) -> None:
         super().__init__(osd, client)
@@ -50,16 +57,17 @@ class FakeJobStore(FakeBoardStore):
         self.data: dict[str, bytes] = osd.__dict__.setdefault("data", {})
         self.watches = osd.__dict__.setdefault("watches", {})
 
-    def watch(self, obj, answer):
+    def watch(self, obj, answer, on_error):
         self.osd.call(f"{obj} watch")
         if obj not in self.osd.omaps:
             raise CephError(f"{obj} watch", "[errno 2] No such file or directory")
-        entry = [answer]
+        entry = [answer, on_error]
         self.watches.setdefault(obj, []).append(entry)
 
         class W:
             def close(w):
-                self.watches[obj].remove(entry)
+                if entry in self.watches.get(obj, []):
+                    self.watches[obj].remove(entry)
         return W()
 
     def notify(self, obj, payload, timeout_s):
@@ -77,9 +85,14 @@ class FakeJobStore(FakeBoardStore):
         self.osd.call(f"{obj} read")
         return self.data.get(obj)
 
+    def list_names(self, prefix):
+        self.osd.call(f"list {prefix}")
+        return sorted(n for n in {*self.osd.omaps, *self.data} if n.startswith(prefix))
+
     def remove(self, obj):
         super().remove(obj)
         self.data.pop(obj, None)
+        self.watches.pop(obj, None)
 
     def close(self):
         raise UnexpectedCall("the store is closed by whoever opened it")
@@ -96,7 +109,7 @@ def job():
     clock = Clock()
     osd = FakeOsd(lambda: clock.now / S)
     coord_store = FakeJobStore(osd, "coordinator", clock)
-    coord = fleet.Coordinator(coord_store, _spec(), agents=2, max_skew_s=0.05, wall=clock.wall(),
+    coord = fleet.Coordinator(coord_store, _spec(), agents=2, max_skew_s=0.05, join_timeout_s=60, wall=clock.wall(),
                               mono=clock.mono(5 * S))
     coord.publish()
 
@@ -120,6 +133,8 @@ def test_each_agent_gets_its_own_slot_and_worker_slice_of_the_coordinators_run(j
     assert [(s.worker_base, s.workers, s.fleet_workers) for s in specs] == [(0, 2, 4), (2, 2, 4)]
     for s in specs:  # the coordinator's workload and rate, this host's endpoint
         assert s.workload == coord.spec.workload and s.rate == 60.0 and s.duration_s == 8.0
+        # Prepared early, its workers wait for the other agents as long as the coordinator does.
+        assert s.prepare_timeout_s == coord.spec.prepare_timeout_s + 60
         assert s.endpoints == ("http://gw2:8080",)
     with pytest.raises(UsageError, match="has all its 2 agents already"):
         late.join()
@@ -205,13 +220,15 @@ def test_the_start_and_stop_land_on_the_agents_own_monotonic_clock_whatever_its_
     a = agent(skew_ns=30_000_000)  # 30 ms ahead: within the bound, and corrected
     a.join()
     a.measure()
+    rng = random.Random(3)
+    clock.ticks = (rng.randrange(1, 200) for _ in itertools.count())
     t0_coord = coord.start(8.0)
     t0_agent = a.start_ns(timeout_s=10)
     # Both mean the same true instant: START_LEAD_S from now, each on its own monotonic clock.
     assert abs((t0_coord - 5 * S) - (t0_agent - 77 * S)) <= a.offset.error_ns
     stop = a.stop_ns()
-    assert abs((stop - t0_agent) - 8 * S) <= 1000
-    assert json.loads(json.dumps(fleet.spec_to_job(coord.spec, 2, 0.05)))["run"]["rate"] == 60.0
+    assert stop - t0_agent == 8 * S  # exactly: start and stop converted with one base (no lost last second)
+    assert json.loads(json.dumps(fleet.spec_to_job(coord.spec, 2, 0.05, 60)))["run"]["rate"] == 60.0
 
 
 def test_a_stop_is_published_only_when_earlier_than_the_one_already_set(job):
@@ -233,8 +250,9 @@ def test_an_agent_waits_for_the_start_and_gives_up_if_the_job_ends_or_never_star
         a.start_ns(timeout_s=3)
     assert "ready.0" in osd.omaps[coord.obj]
     coord.close()
-    with pytest.raises(CephError, match="ended before it started"):
+    with pytest.raises(fleet.JobGone, match="has ended"):
         a.start_ns(timeout_s=3)
+    assert coord.obj not in osd.omaps  # its "ready" write did not bring the object back
 
 
 def test_an_agent_stops_at_once_when_the_coordinator_goes_silent_or_removes_the_job(job):
@@ -269,8 +287,179 @@ def test_the_coordinator_removes_the_job_and_every_part_when_it_ends(job):
     _, osd, coord, agent = job
     a = agent()
     a.join()
-    a.store.write_full(fleet.part_object(coord.job_id, 0), b"{}")
+    a.store.write_full(fleet.part_object(coord.job_id, 0, 0), b"{}")
     coord.close()
     assert coord.obj not in osd.omaps and not osd.data
-    with pytest.raises(CephError, match="part is missing"):
-        coord.read_part(0)
+
+
+def test_nothing_an_agent_writes_after_the_job_ended_brings_the_object_back(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    coord.close()
+    a.fail("interrupted")  # swallowed: nobody is there to read it
+    with pytest.raises(fleet.JobGone):
+        a.start_ns(timeout_s=3)
+    with pytest.raises(fleet.JobGone):
+        a.beat_once()
+    with pytest.raises(fleet.JobGone):
+        a.ship(_data())
+    assert coord.obj not in osd.omaps and not osd.data, (osd.omaps.get(coord.obj), list(osd.data))
+
+
+def _data(stop_s=8.0):
+    from rgwkeeper.loadgen.runner import RunData
+    return RunData(spec={}, columns={}, t0_ns=0, stop_s=stop_s, events=[], workers=[], parent_cpu_s=0.0,
+                   started_at="2026-11-27T00:00:00Z", notes=[])
+
+
+def test_a_part_is_shipped_in_chunks_and_read_back_whole(job, monkeypatch):
+    _, osd, coord, agent = job
+    monkeypatch.setattr(fleet, "CHUNK_BYTES", 64)
+    a = agent()
+    a.join()
+    a.measure()
+    shipped = a.ship(_data())
+    [info] = [x for x in coord.read() if x.slot == a.slot]
+    n = int(info.done.split()[1])
+    assert n > 1 and len([k for k in osd.data if k.startswith(f"{coord.obj}.part.{a.slot}.")]) == n
+    assert coord.read_part(info) == json.loads(json.dumps(shipped))
+    osd.data[fleet.part_object(coord.job_id, a.slot, 1)] = b"garbage"
+    with pytest.raises(fleet.DamagedJob, match="not a value rgwkeeper writes"):
+        coord.read_part(info)
+    coord.close()
+    assert not osd.data
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("agent.0", json.dumps({"host": "h", "pid": 1, "offset_ns": "NaN", "rtt_ns": 1}), "offset_ns"),
+    ("agent.0", json.dumps({"host": "h", "pid": "one"}), "pid"),
+    ("agent.0", "{", "agent.0"),
+    ("done.0", "maybe", "done.0"),
+])
+def test_a_damaged_value_in_the_job_fails_the_coordinator_in_one_line(job, key, value, message):
+    _, osd, coord, _ = job
+    osd.omaps[coord.obj][key] = value
+    with pytest.raises(fleet.DamagedJob, match=f"{message}.*not a value rgwkeeper writes"):
+        coord.read()
+
+
+def test_a_garbled_heartbeat_is_ignored_for_progress_and_a_sound_one_is_added(job):
+    _, osd, coord, _ = job
+    osd.omaps[coord.obj]["alive.0"] = json.dumps({"at": 5, "second": 3, "ops": "lots"})
+    osd.omaps[coord.obj]["alive.1"] = json.dumps({"at": 5, "second": 3, "ops": 7, "errors": 1, "requests": 9,
+                                                  "p99_ms": None})
+    live = fleet.live_of(coord.read())
+    assert live.last_second["ops"] == 7 and live.errors == 1 and live.requests == 9
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("agents", 10**9, "agents"), ("agents", "two", "agents"), ("max_skew_s", None, "max_skew_s"),
+    ("max_skew_s", 1e9, "max_skew_s"), ("join_timeout_s", -1, "join_timeout_s"),
+])
+def test_an_agent_refuses_a_job_spec_it_cannot_trust_before_taking_a_slot(job, field, value, message):
+    _, osd, coord, agent = job
+    spec = json.loads(osd.omaps[coord.obj]["spec"])
+    spec[field] = value
+    osd.omaps[coord.obj]["spec"] = json.dumps(spec)
+    with pytest.raises(fleet.DamagedJob, match=message):
+        agent().join()
+    assert not any(k.startswith("agent.") for k in osd.omaps[coord.obj])
+
+
+def test_only_a_clock_reading_counts_as_the_coordinators_answer(job):
+    _, osd, coord, agent = job
+    a = agent()
+    a.join()
+    # Another client watches the job object too (`rados watch`): it answers with nothing.
+    osd.watches[coord.obj].insert(0, [lambda _p: b"", lambda _e: None])
+    assert a.measure().rtt_ns == 400_000
+
+
+def test_a_dropped_watch_is_watched_again_at_the_next_beat(job):
+    _, osd, coord, agent = job
+    [(_, on_error)] = osd.watches[coord.obj]
+    osd.watches[coord.obj].clear()  # librados dropped it
+    on_error(-107)
+    coord.beat()
+    a = agent()
+    a.join()
+    assert a.measure().offset_ns == 0
+
+
+def test_an_agent_waiting_for_the_start_gives_up_when_the_coordinator_goes_silent(job):
+    clock, _, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    with pytest.raises(CephError, match="silent for over 15 s"):
+        a.start_ns(timeout_s=3600)  # the fake clock moves POLL_S a poll: no real waiting
+
+
+def test_the_coordinator_fails_on_an_agent_that_went_silent_and_tolerates_a_slow_answer(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    a.beat_once()
+    coord.check(coord.read())
+    clock.now += int(16 * S)
+    with pytest.raises(CephError, match="agent 0 on .* has been silent for 16 s"):
+        coord.check(coord.read())
+    # The agent's stop poll: one timeout is no reason to stop; SILENT_S of them is.
+    coord.start(None)
+    coord.beat()
+    assert a.stop_ns() is None
+    osd.unreachable = True
+    assert a.stop_ns() is None and not a.gone
+    clock.now += int(16 * S)
+    assert a.stop_ns() == a.mono() and "has not answered" in a.gone
+
+
+def test_stale_jobs_of_a_killed_coordinator_are_removed_and_live_ones_kept(job):
+    clock, osd, coord, agent = job
+    store = coord.store
+    store.omap_set("loadgen.aaaaaaaaaaaa", {"spec": "{}", "beat": str(clock.now - 2 * 3600 * S)})
+    store.write_full("loadgen.aaaaaaaaaaaa.part.0.0", b"x")
+    assert fleet.remove_stale_jobs(store, clock.now) == ["aaaaaaaaaaaa"]
+    assert coord.obj in osd.omaps and "loadgen.aaaaaaaaaaaa" not in osd.omaps and not osd.data
+
+
+def _run_data(rec, stop_s):
+    from array import array
+
+    from rgwkeeper.loadgen.runner import RunData
+    from rgwkeeper.loadgen.workload import FIELDS, TYPECODES
+    columns = {name: array(tc, rec[name].tolist()).tobytes() for name, tc in zip(FIELDS, TYPECODES)}
+    return RunData(spec={}, columns=columns, t0_ns=0, stop_s=stop_s, events=[], workers=[], parent_cpu_s=0.0,
+                   started_at="2026-11-27T00:00:00Z", notes=[])
+
+
+def test_the_merged_run_notes_an_agent_that_stopped_early_and_refuses_a_damaged_part():
+    from tests.unit.test_loadgen_analysis import synth
+
+    parts = [fleet.part_of(_run_data(synth([30] * 10, seed=1), 10.0), 0, "h0", fleet.Offset(0, 1000), None),
+             fleet.part_of(_run_data(synth([30] * 6, seed=2), 6.5), 1, "h1", None, None)]
+    run = fleet.FleetRun(job_id="0123456789ab", spec={}, stop_s=10.0, events=[], parts=parts,
+                         started_at="2026-11-27T00:00:00Z", notes=[])
+    result, series = fleet.merged(run, warmup_s=0)
+    assert any("agent 1 on h1 stopped at 6.5 s, before the run's 10.0 s" in n for n in result["notes"])
+    assert series.ops["PUT"].ok.tolist() == [60] * 6 + [30] * 4
+    parts[1]["histograms"]["PUT"]["latency_ms"]["2"] = ["bm90IGhkcg=="]
+    with pytest.raises(CephError, match="an agent's part is not one this rgwkeeper reads"):
+        fleet.merged(run, warmup_s=0)
+
+
+def test_an_abort_stops_agents_waiting_or_running_and_they_may_still_report(job):
+    _, osd, coord, agent = job
+    waiting, running = agent(), agent()
+    for a in (waiting, running):
+        a.join()
+        a.measure()
+    coord.abort("load run: agent 9 has been silent for 16 s")
+    with pytest.raises(CephError, match="the coordinator stopped load job .*: load run: agent 9"):
+        waiting.start_ns(timeout_s=10)
+    assert running.stop_ns() == running.mono() and "stopped the run" in running.gone
+    running.fail("stopped early")  # the job is still there: the coordinator reads why
+    assert [x.done for x in coord.read()][running.slot] == "failed: stopped early"
