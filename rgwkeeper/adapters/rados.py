@@ -278,7 +278,7 @@ class ObjectStore:
                     ioctx.operate_read_op(op, obj)
                     batch = [(k, v) for k, v in it]
                 for k, v in batch:
-                    out[k] = v.decode() if isinstance(v, bytes) else v
+                    out[k] = v.decode(errors="replace") if isinstance(v, bytes) else v
                 if len(batch) < 1000:
                     return out
                 start = batch[-1][0]
@@ -296,7 +296,7 @@ class ObjectStore:
             with rados_mod.ReadOpCtx() as op:
                 it, ret = ioctx.get_omap_vals_by_keys(op, tuple(keys))
                 ioctx.operate_read_op(op, obj)
-                return {k: v.decode() if isinstance(v, bytes) else v for k, v in it}
+                return {k: v.decode(errors="replace") if isinstance(v, bytes) else v for k, v in it}
 
         try:
             return self._run(f"{obj} omap get {len(keys)} keys", get)

@@ -9,6 +9,7 @@ import shlex
 import signal
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -319,7 +320,7 @@ def join_command(request: PurgeRequest, job_id: str) -> str:
         argv += ["--prefix", request.prefix]
     if request.older_than_s is not None:
         s = request.older_than_s
-        argv += ["--older-than", f"{int(s)}s" if float(s).is_integer() else f"{s!r}s"]
+        argv += ["--older-than", f"{int(s)}s" if float(s).is_integer() else f"{Decimal(repr(s)):f}s"]
     if request.larger_than is not None:
         argv += ["--larger-than", str(request.larger_than)]
     if request.smaller_than is not None:

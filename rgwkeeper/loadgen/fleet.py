@@ -109,19 +109,31 @@ class Offset:
         return {"offset_ms": round(self.offset_ns / 1e6, 3), "rtt_ms": round(self.rtt_ns / 1e6, 3)}
 
 
-def estimate_offset(ping: Callable[[], tuple[int, int, int]], pings: int = PINGS) -> Offset:
+def estimate_offset(ping: Callable[[], tuple[int, int, int]], pings: int = PINGS, *, need: int = 3) -> Offset:
     """``ping()`` returns (sent, the coordinator's clock, received), the first and last on this
-    host's wall clock; the round trip with the shortest time gives the estimate."""
+    host's wall clock; the round trip with the shortest time gives the estimate. A ping that
+    fails (the coordinator re-arming its watch, a slow watcher's ETIMEDOUT) is tried again, up to
+    twice as many tries; fewer than ``need`` good ones fail with the last error."""
     best: Offset | None = None
-    for _ in range(pings):
-        sent, theirs, received = ping()
+    good, last_error = 0, None
+    for _ in range(2 * pings):
+        if good == pings:
+            break
+        try:
+            sent, theirs, received = ping()
+        except CephError as exc:
+            last_error = exc
+            continue
+        good += 1
         rtt = received - sent
         if rtt < 0:
             continue  # this host's wall clock stepped during the ping
         est = Offset(theirs - (sent + received) // 2, rtt)
         if best is None or rtt < best.rtt_ns:
             best = est
-    if best is None:
+    if best is None or good < need:
+        if last_error is not None:
+            raise last_error
         raise CephError("clock check", "every ping saw this host's clock step backwards; try again")
     return best
 
@@ -355,14 +367,14 @@ class Coordinator:
         self.started_mono = start - self._base
         return self.started_mono
 
-    def stop_at_mono(self, mono_ns: int) -> None:
-        """Publish a stop (never later than one already published)."""
+    def stop_at_mono(self, mono_ns: int) -> int:
+        """Publish a stop (never later than one already published); return the stop in force."""
         assert self._base is not None, "start() first"
         at = mono_ns + self._base
-        if self.stop_published and at >= self.stop_published:
-            return
-        self.stop_published = at
-        self.store.omap_set(self.obj, {"stop": str(at)})
+        if not self.stop_published or at < self.stop_published:
+            self.stop_published = at
+            self.store.omap_set(self.obj, {"stop": str(at)})
+        return self.stop_published - self._base
 
     def abort(self, why: str) -> None:
         """Tell every agent to stop now (they clean up what they wrote and report)."""
@@ -406,9 +418,11 @@ def remove_stale_jobs(store: ObjectStore, now_ns: int, older_than_s: float = 360
     SILENT_S: beats are stamped with each coordinator host's own clock."""
     removed = []
     names = store.list_names("loadgen.")
-    for name in names:
-        if name.count(".") != 1:
-            continue
+    jobs = {n for n in names if n.count(".") == 1}
+    for name in names:  # parts whose job is gone (an agent died between its part and its done)
+        if name.count(".") > 1 and name.rsplit(".part.", 1)[0] not in jobs:
+            store.remove(name)
+    for name in sorted(jobs):
         beat = store.omap_get_keys(name, ["beat"]).get("beat", "")
         if beat.isdigit() and now_ns - int(beat) > older_than_s * 1e9:
             store.remove(name)
@@ -458,6 +472,7 @@ class Agent:
         self.offset: Offset | None = None
         self._base: int | None = None  # this host's wall - monotonic, read once (see Coordinator)
         self.gone = ""  # why the load stopped early, if it did
+        self.notes: list[str] = []
         self._last_answer = 0  # monotonic ns of the job object's last answer (stop_ns)
         self.live: dict[str, Any] = {}  # the last complete second, from the progress callback
         self._beating = threading.Event()
@@ -493,7 +508,7 @@ class Agent:
         answers, _ = self.store.notify(self.obj, b"clock", PING_TIMEOUT_S)
         received = self.wall()
         # Another client may watch the object too (`rados watch`): only a clock reading counts.
-        clocks = [int(a) for a in answers if a.isdigit() and len(a) <= 19]
+        clocks = [int(a) for a in answers if a.isdigit() and 0 < len(a) <= 19]
         if not clocks:
             raise CephError("clock check", f"no coordinator answers on load job {self.job_id} (it ended or died)")
         return sent, clocks[0], received
@@ -521,6 +536,17 @@ class Agent:
         return beat.isdigit() and self._their_now() - int(beat) > SILENT_S * 1e9
 
     # The runner's StartGate.
+    def check(self) -> None:
+        """While this host's workers prepare: stop at once if the job is over."""
+        values = self.store.omap_get_keys(self.obj, ["spec", "beat", "abort"])
+        if "spec" not in values:
+            raise JobGone("load run", f"load job {self.job_id} ended while this agent prepared")
+        if "abort" in values:
+            raise CephError("load run", f"the coordinator stopped load job {self.job_id}: {values['abort'][:300]}")
+        if self._silent(values):
+            raise CephError("load run", f"the coordinator of load job {self.job_id} has been silent for over "
+                            f"{SILENT_S:.0f} s (killed?); nothing was started")
+
     def start_ns(self, timeout_s: float) -> int:
         self._write({f"ready.{self.slot}": "1"})
         deadline = self.mono() + int(timeout_s * 1e9)
@@ -531,7 +557,13 @@ class Agent:
             if "abort" in values:
                 raise CephError("load run", f"the coordinator stopped load job {self.job_id}: {values['abort'][:300]}")
             if "start" in values:
-                return self._to_mono(_int(self.obj, "start", values["start"], 0, _NS))
+                t0 = self._to_mono(_int(self.obj, "start", values["start"], 0, _NS))
+                self._last_answer = self.mono()  # the cluster's silence is counted from here on
+                late = (self._last_answer - t0) / 1e9
+                if late > 0.5:  # the start was read after it: the schedule's first requests queue up
+                    self.notes.append(f"this agent learnt the start {late:.1f} s after it (a slow cluster "
+                                      "answer); its first requests went out late, and count so")
+                return t0
             if self._silent(values):
                 raise CephError("load run", f"the coordinator of load job {self.job_id} has been silent for over "
                                 f"{SILENT_S:.0f} s (killed?); nothing was started")
@@ -791,7 +823,7 @@ async def run_fleet(coord: Coordinator, credentials: RgwCredentials, *, announce
                 # Far enough ahead that every agent reads it in time: they all stop at the same
                 # point of the open-loop schedule.
                 stop.value = max(stop.value, time.monotonic_ns() + int(STOP_LEAD_S * 1e9))
-                await asyncio.to_thread(coord.stop_at_mono, stop.value)
+                stop.value = await asyncio.to_thread(coord.stop_at_mono, stop.value)
                 published = stop.value
             if progress is not None and agents is not None:
                 progress(handle.now_s(), live_of(agents))
@@ -877,6 +909,7 @@ async def run_agent(agent: Agent, endpoints: tuple[str, ...], credentials: RgwCr
 
         try:
             data = await run_load(spec, credentials, progress=report, gate=agent)
+            data.notes.extend(agent.notes)
             if agent.gone:  # cleaned up (run_load did); the run this share was for is over
                 raise CephError("load run", f"this agent stopped early: {agent.gone}")
             part = await asyncio.to_thread(agent.ship, data)

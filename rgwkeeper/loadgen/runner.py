@@ -479,6 +479,9 @@ class StartGate(Protocol):
     def stop_ns(self) -> int | None:
         """Called every tick of the run: when the load stops, once known."""
 
+    def check(self) -> None:
+        """Called about once a second while the workers prepare: raise to stop the run."""
+
 
 async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Controller | None = None,
                    progress: Progress | None = None, tick_s: float = 0.5, gate: StartGate | None = None) -> RunData:
@@ -514,7 +517,7 @@ async def run_load(spec: RunSpec, credentials: RgwCredentials, *, controller: Co
     control_task: asyncio.Task[None] | None = None
     try:
         if gate is not None:
-            await asyncio.to_thread(_wait_ready, collector, spec.prepare_timeout_s)
+            await asyncio.to_thread(_wait_ready, collector, spec.prepare_timeout_s, gate.check)
             t0.value = await asyncio.to_thread(gate.start_ns, spec.prepare_timeout_s)
             if duration_ns is not None:
                 stop_value.value = t0.value + duration_ns
@@ -589,9 +592,13 @@ def left_note(bucket: str) -> str:
     return f"bucket {bucket} was not empty after cleanup; left in place"
 
 
-def _wait_ready(collector: "_Collector", timeout: float) -> None:
+def _wait_ready(collector: "_Collector", timeout: float, check: Callable[[], None]) -> None:
     deadline = time.monotonic() + timeout
+    checked = time.monotonic()
     while collector.ready < collector.workers:
+        if time.monotonic() - checked >= 1.0:
+            check()
+            checked = time.monotonic()
         if collector.failure:
             raise CephError("prepare", collector.failure)
         if time.monotonic() > deadline:

@@ -44,7 +44,7 @@ from rgwkeeper.purge.execute import join as _join
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
                                     plan_expiry)
-from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected
+from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected, listable_by_index
 from rgwkeeper.purge.plan import FreeWhileFull, free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
@@ -278,7 +278,7 @@ def uses_items(plan: Plan) -> bool:
     method, or with the s3 method on an unversioned bucket (a prefix or age purge too)."""
     if plan.tuning.direct_listing != "index":
         return False
-    return plan.method == "direct" or (plan.method == "s3" and plan.profile.versioning == "off")
+    return plan.method == "direct" or (plan.method == "s3" and listable_by_index(plan.profile))
 
 
 def worker_name() -> str:

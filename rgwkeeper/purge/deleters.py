@@ -33,14 +33,15 @@ class S3Deleter:
     (PurgeFailed); otherwise refused keys are counted as ``keys_refused`` and the run goes on."""
 
     def __init__(self, s3: S3Adapter, bucket: str, threads: Threads, ledger: Ledger, cap: RateCap, *,
-                 strict: bool = True) -> None:
+                 strict: bool = True, recheck_slots: asyncio.Semaphore | None = None) -> None:
         self.s3 = s3
         self.bucket = bucket
         self.threads = threads
         self.ledger = ledger
         self.cap = cap
         self.strict = strict
-        self._recheck_slots = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # for the whole run, not per batch
+        # For the whole run, not per batch (a run that makes a deleter per page passes its own).
+        self._recheck_slots = recheck_slots or asyncio.Semaphore(RECHECK_IN_FLIGHT)
 
     async def start(self, chunk: list[Entry], limiter: Limiter, still: StillDue | None = None) -> asyncio.Task[None]:
         """Wait for a slot in flight, then for the cap's time slot, and send one DeleteObjects.

@@ -180,6 +180,7 @@ class PurgeExecutor:
         # DeleteObjects batches in flight are bounded for all its items together, as for one listing.
         self._item_limiter = self._s3_limiter()
         self._item_pages = asyncio.Semaphore(3)
+        self._item_rechecks = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # HEADs of every item's pages together
         self._space_free_at: float | None = None
         self._step_s: dict[str, float] = {}
 
@@ -595,7 +596,8 @@ class PurgeExecutor:
                     # Each page counts apart: the item records a page's counts with its cursor, so a
                     # worker that takes the item over counts nothing twice.
                     ledger = Ledger(State(plan={}), None, interval_s=0, clock=self.time.clock)
-                    s3_deleter = S3Deleter(self.io.s3, p.bucket, self.threads, ledger, self.cap)
+                    s3_deleter = S3Deleter(self.io.s3, p.bucket, self.threads, ledger, self.cap,
+                                           recheck_slots=self._item_rechecks)
                     matching = [e for e in entries if step.scope.matches(e)]
                     await page_slots.acquire()
                     if step.strategy == "direct":

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import math
 import shlex
 from urllib.parse import urlencode
 from dataclasses import asdict, dataclass, fields, replace
@@ -181,6 +182,10 @@ class Scope:
 
     def matches(self, entry: Mapping[str, Any]) -> bool:
         """Does a listing entry (or a HEAD's LastModified and Size) fall in the scope's filters?"""
+        # The listing asked for the prefix already; a destructive path checks it once more.
+        key = entry.get("Key")
+        if self.prefix and key is not None and not key.startswith(self.prefix):
+            return False
         if self.cutoff_s is not None and entry["LastModified"].timestamp() >= self.cutoff_s:
             return False
         size = entry.get("Size")
@@ -545,6 +550,12 @@ def check_protected(bucket: str, patterns: Sequence[str]) -> None:
                              "nothing was changed")
 
 
+def listable_by_index(p: BucketProfile) -> bool:
+    """Whether an s3 purge may list ``p`` by index shard: plain entries in a known index (not
+    versioned, not indexless, the index generation known)."""
+    return p.versioning == "off" and not p.indexless and p.index_gen is not None
+
+
 def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str | None:
     """Why ``method`` must not be used here, or None if it may."""
     p = profile
@@ -674,7 +685,10 @@ def plan(profile: BucketProfile, request: PurgeRequest, *, tuning: Tuning = Tuni
         if why is not None:
             raise UsageError(f"method {request.method} cannot purge {p.bucket!r}: {why}; nothing was changed")
         method, reasons, rejected = request.method, ["asked for with --method"], []
-    cutoff = now - request.older_than_s if request.older_than_s is not None else None
+    # Whole seconds, rounded down: RGW's HEAD gives Last-Modified in whole seconds, and a key
+    # written again just after a fractional cutoff would HEAD as older than it (docs/purge.md,
+    # "Filters: what they reach").
+    cutoff = float(math.floor(now - request.older_than_s)) if request.older_than_s is not None else None
     steps = _steps(method, p, request, tuning, cutoff)
     draft = Plan(request=request, profile=p, method=method, reasons=tuple(reasons), rejected=tuple(rejected),
                  steps=(), cutoff_s=cutoff, created_at=now, tuning=tuning, clock=clock, prefix_scope=prefix_scope)
@@ -738,7 +752,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     filtered = scope.filtered
     # Listing by index shard needs plain entries: a versioned bucket's versions live behind OLH
     # entries that only RGW lists (docs/purge.md, "Listing by index shard").
-    s3_items = t.direct_listing == "index" and p.versioning == "off"
+    s3_items = t.direct_listing == "index" and listable_by_index(p)
     s3_listing = (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
                   "RADOS (several at once, any admin node may join)" if s3_items else f"list once ({listing})")
     s3_delete = DeleteObjects(

@@ -436,7 +436,8 @@ class FakeS3:
             return None
         if key in self.w.rewrite_on_head:  # a client writes the key again between listing and delete
             e["LastModified"] = datetime.datetime.now(datetime.timezone.utc)
-        return {"LastModified": e["LastModified"], "ContentLength": e["Size"], "ETag": e["ETag"]}
+        # RGW gives Last-Modified in whole seconds.
+        return {"LastModified": e["LastModified"].replace(microsecond=0), "ContentLength": e["Size"], "ETag": e["ETag"]}
 
     def get_object_tags(self, bucket: str, key: str) -> dict[str, str] | None:
         self._bucket(bucket, "GetObjectTagging")

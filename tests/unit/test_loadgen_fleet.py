@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from rgwkeeper.errors import CephError, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, UsageError
 from rgwkeeper.loadgen import fleet
 from rgwkeeper.loadgen.runner import RunSpec
 from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
@@ -463,3 +463,123 @@ def test_an_abort_stops_agents_waiting_or_running_and_they_may_still_report(job)
     assert running.stop_ns() == running.mono() and "stopped the run" in running.gone
     running.fail("stopped early")  # the job is still there: the coordinator reads why
     assert [x.done for x in coord.read()][running.slot] == "failed: stopped early"
+
+
+# -- after the second review ---------------------------------------------------------------------
+
+def test_an_agent_cut_off_right_after_the_start_stops_after_silent_s(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    coord.start(None)
+    a.start_ns(timeout_s=10)
+    osd.unreachable = True  # from the first poll of the run on
+    assert a.stop_ns() is None and not a.gone
+    clock.now += int(16 * S)
+    assert a.stop_ns() == a.mono() and "has not answered" in a.gone
+
+
+def test_failed_pings_are_tried_again_and_too_few_good_ones_fail(job):
+    _, osd, coord, agent = job
+    a = agent()
+    a.join()
+    real = a.store.notify
+    fails = iter([True, True, False, True, False, False, False, False, False, False, False, False, False])
+
+    def flaky(obj, payload, timeout_s):
+        if next(fails, False):
+            raise CephTimeout(f"{obj} notify", "no answer within 5 s")
+        return real(obj, payload, timeout_s)
+
+    a.store.notify = flaky
+    assert a.measure().rtt_ns == 400_000
+    a.store.notify = lambda *_: (_ for _ in ()).throw(CephTimeout("notify", "no answer within 5 s"))
+    with pytest.raises(CephTimeout):
+        a.measure()
+
+
+def test_an_agent_preparing_stops_on_an_abort_a_removed_job_or_a_silent_coordinator(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    a.check()  # all well
+    clock.now += int(16 * S)
+    with pytest.raises(CephError, match="silent for over 15 s"):
+        a.check()
+    coord.beat()
+    coord.abort("load run: interrupted")
+    with pytest.raises(CephError, match="stopped load job .*: load run: interrupted"):
+        a.check()
+    coord.close()
+    with pytest.raises(fleet.JobGone):
+        a.check()
+
+
+def test_a_start_learnt_late_is_noted(job):
+    clock, osd, coord, agent = job
+    a = agent()
+    a.join()
+    a.measure()
+    coord.start(8.0)
+    clock.now += int(3 * S)  # the start was 2 s ahead: read 1 s after it
+    a.start_ns(timeout_s=10)
+    assert a.notes and "learnt the start 1.0 s after it" in a.notes[0]
+
+
+def test_parts_whose_job_is_gone_are_removed_with_the_stale_jobs(job):
+    clock, osd, coord, _ = job
+    coord.store.write_full("loadgen.bbbbbbbbbbbb.part.0.0", b"x")
+    coord.store.write_full(fleet.part_object(coord.job_id, 0, 0), b"live")
+    assert fleet.remove_stale_jobs(coord.store, clock.now) == []
+    assert list(osd.data) == [fleet.part_object(coord.job_id, 0, 0)]  # the live job's part stays
+
+
+def test_the_stop_in_force_is_what_the_coordinator_counts_its_run_to(job):
+    _, _, coord, _ = job
+    t0 = coord.start(8.0)
+    assert coord.stop_at_mono(t0 + 20 * S) == t0 + 8 * S  # a later stop is not published
+    assert coord.stop_at_mono(t0 + 5 * S) == t0 + 5 * S
+
+
+def test_an_omap_value_that_is_not_utf8_reads_as_damaged_not_as_a_traceback():
+    import rados as rados_mod  # noqa: F401 - python3-rados: the adapter builds its ops with it
+
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
+
+    class Ioctx:
+        def get_omap_vals_by_keys(self, op, keys):
+            return iter([("spec", b"\xff\xfe{")]), 0
+
+        def get_omap_vals(self, op, start, prefix, n):
+            return iter([("agent.0", b"\xff{")]), 0
+
+        def operate_read_op(self, op, obj):
+            pass
+
+        def set_osdmap_full_try(self):  # what full_try calls (the store writes on a full cluster)
+            pass
+
+        def close(self):
+            pass
+
+    class Cluster:
+        def open_ioctx(self, pool):
+            return Ioctx()
+
+        def shutdown(self):
+            pass
+
+    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
+                                       rgw_credentials_file=None, timeout_s=5))
+    rados._cluster = Cluster()
+    store = ObjectStore(rados, "rgwkeeper")
+    try:
+        assert store.omap_get_keys("loadgen.x", ["spec"])["spec"].endswith("{")
+        with pytest.raises(fleet.DamagedJob, match="agent.0"):
+            fleet.AgentInfo.from_omap("loadgen.x", 0, store.omap_get_all("loadgen.x"))
+    finally:
+        store.close()
+        rados.close()

@@ -607,3 +607,14 @@ def test_a_filtered_s3_purge_listing_by_index_shows_its_items_and_the_join_comma
     ctx = cli.get_command(None, "purge").make_context("purge", [*flags, *args])
     assert (ctx.params["prefix"], ctx.params["older_than"], ctx.params["method"]) == ("extra/", 604800, "s3")
     assert not any(line.startswith(("S3 Delete", "rados rm")) for line in world.log)
+
+
+@pytest.mark.parametrize("older_than_s", [604800.0, 1.5, 1e-05, 123456.789])
+def test_the_printed_join_command_gives_the_same_age_back(older_than_s):
+    from rgwkeeper.cli.purge import join_command
+    from rgwkeeper.purge.plan import PurgeRequest
+    from rgwkeeper.units import parse_duration
+
+    cmd = join_command(PurgeRequest("logs", prefix="2026/", older_than_s=older_than_s, method="s3"), "0123456789ab")
+    given = cmd.split("--older-than ", 1)[1].split()[0]
+    assert parse_duration(given) == older_than_s, cmd

@@ -522,3 +522,34 @@ def test_rgws_clock_is_read_from_any_answer_it_gives():
         assert (s3.rgw_date("abc"), s3.rgw_date("abc")) == (1795461980.0, 1795461981.0)
         with pytest.raises(CephError, match="no usable Date header"):
             s3.rgw_date("abc")
+
+
+def test_the_age_cutoff_is_whole_seconds_rounded_down_as_rgw_heads_last_modified():
+    # RGW's HEAD gives Last-Modified in whole seconds: with a cutoff at X.7, a key written again
+    # at X.8 (newer than the cutoff) would HEAD as X and pass the re-check.
+    p = plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", older_than_s=3600), now=NOW + 0.7)
+    assert p.cutoff_s == NOW - 3600 and float(p.cutoff_s).is_integer()
+    import datetime
+    written_again = datetime.datetime.fromtimestamp(NOW - 3600 + 0.8, datetime.timezone.utc)
+    head = {"LastModified": written_again.replace(microsecond=0), "Size": 1}
+    assert not p.steps[1].scope.matches(head)
+
+
+def test_a_scope_never_matches_a_key_outside_its_prefix_whatever_the_listing_returned():
+    import datetime
+    old = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    scope = Scope("plain/", NOW)
+    assert scope.matches({"Key": "plain/1", "LastModified": old, "Size": 1})
+    assert not scope.matches({"Key": "plainly", "LastModified": old, "Size": 1})
+    assert not scope.matches({"Key": "other/plain/1", "LastModified": old, "Size": 1})
+
+
+@pytest.mark.parametrize("change", [{"index_gen": None}, {"indexless": True}, {"versioning": "suspended"}])
+def test_an_s3_purge_lists_by_index_only_a_plain_known_index(change):
+    from rgwkeeper import purge as purge_api
+    from rgwkeeper.purge.plan import Tuning
+
+    p = plan(mixed(**change), PurgeRequest("capture-mixed", prefix="plain/", method="s3"), now=NOW,
+             tuning=Tuning(direct_listing="index"))
+    assert not purge_api.uses_items(p)
+    assert not any(c.startswith("librados") for s in p.steps for c in s.calls if isinstance(s, DeleteObjects))
