@@ -170,7 +170,7 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                    "exporter's textfile collector [default: purge.metrics_textfile]")
 @click.option("--workers", type=FiniteInt(1, 64), default=None,
               help="work items (index shards) run at once by this process, with purge.direct_listing = 'index' "
-                   "[default: purge.workers]")
+                   "(the direct method, or the s3 method on an unversioned bucket) [default: purge.workers]")
 @click.option("--join", "join_id", callback=_check_job_id, default=None, metavar="ID",
               help="add workers to the running purge ID (printed when it starts) with the same BUCKET and filters")
 @click.option("--status", "status_id", callback=_check_job_id, default=None, metavar="ID",
