@@ -841,3 +841,14 @@ class FakeBoardStore:
 
     def holders(self, obj: str, name: str) -> list[str]:
         return [c for (c, _k) in self.osd.live(obj, name)]
+
+
+def rados_over(cluster: Any) -> Any:
+    """A RadosAdapter whose librados cluster is ``cluster`` (a fake with open_ioctx, shutdown)."""
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import RadosAdapter
+
+    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
+                                       rgw_credentials_file=None, timeout_s=5))
+    rados._cluster = cluster
+    return rados

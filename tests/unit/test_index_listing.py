@@ -17,7 +17,7 @@ from rgwkeeper.purge.lister import AFTER_SPECIAL, IndexLister
 from rgwkeeper.purge.plan import DeleteObjects, Plan, Scope, Tuning
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads
 from tests.fixtures import ROOT
-from tests.unit.purge_fakes import DATA, INDEX, FakeBulk, World, encode_dir_entry
+from tests.unit.purge_fakes import DATA, INDEX, FakeBulk, World, encode_dir_entry, rados_over
 from tests.unit.test_purge_execute import crash_after_pages, make, run
 
 RELEASES = ("pacific", "reef", "tentacle")
@@ -208,8 +208,7 @@ def test_a_compressed_object_lists_with_the_size_s3_shows():
 
 
 def test_the_adapter_skips_keys_python_rados_cannot_decode_and_keeps_their_place():
-    from rgwkeeper.access import ClusterAccess
-    from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+    from rgwkeeper.adapters.rados import BulkObjects
 
     class Iterator:
         def __init__(self, rows):
@@ -239,9 +238,7 @@ def test_the_adapter_skips_keys_python_rados_cannot_decode_and_keeps_their_place
         def shutdown(self):
             pass
 
-    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
-                                       rgw_credentials_file=None, timeout_s=5))
-    rados._cluster = Cluster()
+    rados = rados_over(Cluster())
     try:
         rows = asyncio.run(BulkObjects(rados, INDEX).omap_page(".dir.x.0", "0", 10, prefix="p"))
     finally:

@@ -19,7 +19,7 @@ from rgwkeeper.errors import CephError, CephTimeout, UsageError
 from rgwkeeper.loadgen import fleet
 from rgwkeeper.loadgen.runner import RunSpec
 from rgwkeeper.loadgen.workload import SizeDist, Workload, parse_mix
-from tests.unit.purge_fakes import FakeBoardStore, FakeOsd, UnexpectedCall
+from tests.unit.purge_fakes import FakeBoardStore, FakeOsd, UnexpectedCall, rados_over
 
 S = 1_000_000_000
 
@@ -113,9 +113,14 @@ def job():
                               mono=clock.mono(5 * S))
     coord.publish()
 
-    def agent(skew_ns=0, one_way_ns=200_000):
+    def agent(skew_ns=0, one_way_ns=200_000, *, ready=False):
+        """An agent of the job; ``ready``: it has joined and measured its clock."""
         store = FakeJobStore(osd, f"agent{skew_ns}", clock, one_way_ns)
-        return fleet.Agent(store, coord.job_id, wall=clock.wall(skew_ns), mono=clock.mono(77 * S), sleep=clock.sleep)
+        a = fleet.Agent(store, coord.job_id, wall=clock.wall(skew_ns), mono=clock.mono(77 * S), sleep=clock.sleep)
+        if ready:
+            a.join()
+            a.measure()
+        return a
 
     return clock, osd, coord, agent
 
@@ -243,9 +248,7 @@ def test_a_stop_is_published_only_when_earlier_than_the_one_already_set(job):
 
 def test_an_agent_waits_for_the_start_and_gives_up_if_the_job_ends_or_never_starts(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     with pytest.raises(CephError, match="did not start within 3 s"):
         a.start_ns(timeout_s=3)
     assert "ready.0" in osd.omaps[coord.obj]
@@ -294,9 +297,7 @@ def test_the_coordinator_removes_the_job_and_every_part_when_it_ends(job):
 
 def test_nothing_an_agent_writes_after_the_job_ended_brings_the_object_back(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     coord.close()
     a.fail("interrupted")  # swallowed: nobody is there to read it
     with pytest.raises(fleet.JobGone):
@@ -317,9 +318,7 @@ def _data(stop_s=8.0):
 def test_a_part_is_shipped_in_chunks_and_read_back_whole(job, monkeypatch):
     _, osd, coord, agent = job
     monkeypatch.setattr(fleet, "CHUNK_BYTES", 64)
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     shipped = a.ship(_data())
     [info] = [x for x in coord.read() if x.slot == a.slot]
     n = int(info.done.split()[1])
@@ -390,18 +389,14 @@ def test_a_dropped_watch_is_watched_again_at_the_next_beat(job):
 
 def test_an_agent_waiting_for_the_start_gives_up_when_the_coordinator_goes_silent(job):
     clock, _, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     with pytest.raises(CephError, match="silent for over 15 s"):
         a.start_ns(timeout_s=3600)  # the fake clock moves POLL_S a poll: no real waiting
 
 
 def test_the_coordinator_fails_on_an_agent_that_went_silent_and_tolerates_a_slow_answer(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     a.beat_once()
     coord.check(coord.read())
     clock.now += int(16 * S)
@@ -469,9 +464,7 @@ def test_an_abort_stops_agents_waiting_or_running_and_they_may_still_report(job)
 
 def test_an_agent_cut_off_right_after_the_start_stops_after_silent_s(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     coord.start(None)
     a.start_ns(timeout_s=10)
     osd.unreachable = True  # from the first poll of the run on
@@ -501,9 +494,7 @@ def test_failed_pings_are_tried_again_and_too_few_good_ones_fail(job):
 
 def test_an_agent_preparing_stops_on_an_abort_a_removed_job_or_a_silent_coordinator(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     a.check()  # all well
     clock.now += int(16 * S)
     with pytest.raises(CephError, match="silent for over 15 s"):
@@ -519,9 +510,7 @@ def test_an_agent_preparing_stops_on_an_abort_a_removed_job_or_a_silent_coordina
 
 def test_a_start_learnt_late_is_noted(job):
     clock, osd, coord, agent = job
-    a = agent()
-    a.join()
-    a.measure()
+    a = agent(ready=True)
     coord.start(8.0)
     clock.now += int(3 * S)  # the start was 2 s ahead: read 1 s after it
     a.start_ns(timeout_s=10)
@@ -546,8 +535,7 @@ def test_the_stop_in_force_is_what_the_coordinator_counts_its_run_to(job):
 def test_an_omap_value_that_is_not_utf8_reads_as_damaged_not_as_a_traceback():
     import rados as rados_mod  # noqa: F401 - python3-rados: the adapter builds its ops with it
 
-    from rgwkeeper.access import ClusterAccess
-    from rgwkeeper.adapters.rados import ObjectStore, RadosAdapter
+    from rgwkeeper.adapters.rados import ObjectStore
 
     class Ioctx:
         def get_omap_vals_by_keys(self, op, keys):
@@ -572,9 +560,7 @@ def test_an_omap_value_that_is_not_utf8_reads_as_damaged_not_as_a_traceback():
         def shutdown(self):
             pass
 
-    rados = RadosAdapter(ClusterAccess(conf=None, keyring=None, client_name="client.admin", rgw_endpoint=None,
-                                       rgw_credentials_file=None, timeout_s=5))
-    rados._cluster = Cluster()
+    rados = rados_over(Cluster())
     store = ObjectStore(rados, "rgwkeeper")
     try:
         assert store.omap_get_keys("loadgen.x", ["spec"])["spec"].endswith("{")
