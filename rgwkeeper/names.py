@@ -59,3 +59,8 @@ def validate_prefix(prefix: str) -> str:
     if len(prefix.encode()) > MAX_PREFIX_LEN:
         raise InvalidName(f"prefix is {len(prefix.encode())} bytes; S3 keys are at most {MAX_PREFIX_LEN}")
     return prefix
+
+
+def is_job_id(text: str) -> bool:
+    """A job id as rgwkeeper makes them (a purge's plan id, a load job's): 12 lowercase hex digits."""
+    return len(text) == 12 and all(c in "0123456789abcdef" for c in text)

@@ -47,6 +47,7 @@ from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.runner import (Controller, Event, Live, Progress, RunData, RunHandle, RunSpec, left_note,
                                       make_buckets, remove_buckets, run_load)
 from rgwkeeper.loadgen.workload import SizeDist, Workload
+from rgwkeeper.names import is_job_id
 from rgwkeeper.units import check_number
 
 log = structlog.get_logger("rgwkeeper.loadgen.fleet")
@@ -85,7 +86,7 @@ def part_object(job_id: str, slot: int, chunk: int) -> str:
 
 
 def valid_job_id(text: str) -> str:
-    if len(text) != 12 or any(c not in "0123456789abcdef" for c in text):
+    if not is_job_id(text):
         raise UsageError(f"load job id {text!r} is not one rgwkeeper makes (12 hex digits, as printed by "
                          f"`loadgen run --agents`)")
     return text

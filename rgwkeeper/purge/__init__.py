@@ -33,6 +33,7 @@ from rgwkeeper.config import Config, PurgeSection
 from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
+from rgwkeeper.names import is_job_id
 from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge import impact
@@ -346,7 +347,7 @@ def request_differences(mine: PurgeRequest, theirs: PurgeRequest) -> list[str]:
 
 def valid_job_id(text: str) -> bool:
     """A purge id as Plan.plan_id makes it: 12 lowercase hex digits."""
-    return len(text) == 12 and all(c in "0123456789abcdef" for c in text)
+    return is_job_id(text)
 
 
 def items_view(snap: Snapshot, *, now: float) -> dict[str, Any]:
