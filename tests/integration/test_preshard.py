@@ -15,7 +15,7 @@ import pytest
 from tests.integration.test_daemon import Daemon, data_pool_write_ops, journal_pool, put_load, wait_for  # noqa: F401
 from tests.integration.test_purge import bucket_stats, cli, radosgw_admin
 
-LIMIT = 100  # rgw_max_objs_per_shard for these tests
+LIMIT = 50  # rgw_max_objs_per_shard for these tests
 
 
 def _cli(ceph_cluster, *args, timeout=300):
@@ -60,14 +60,14 @@ def _p99(values):
 def test_presharded_bucket_takes_its_objects_without_a_dynamic_reshard(ceph_cluster, s3, bucket_name, rgw_option,
                                                                        record_property):
     rgw_option("rgw_max_objs_per_shard", str(LIMIT))
-    n = 1500
+    n = 750
     pre, plain = bucket_name, bucket_name[:-1] + "p"
     proc = _cli(ceph_cluster, "preshard", pre, "--expected-objects", str(n), "--json")
     assert proc.returncode == 0, proc.stderr
     planned = json.loads(proc.stdout)
-    assert planned["wanted_shards"] == 31  # 1,500 / (100 x 0.5) = 30 -> the next prime
+    assert planned["wanted_shards"] == 31  # 750 / (50 x 0.5) = 30 -> the next prime
     assert all(a["ok"] for a in planned["applied"])
-    s3.create_bucket(Bucket=plain)  # RGW's default: 11 shards, dynamic reshard past 1,100 objects
+    s3.create_bucket(Bucket=plain)  # RGW's default: 11 shards, dynamic reshard past 550 objects
 
     lat = {pre: [], plain: []}
     seen_shards = {pre: set(), plain: set()}
@@ -81,14 +81,14 @@ def test_presharded_bucket_takes_its_objects_without_a_dynamic_reshard(ceph_clus
             for b in (pre, plain):
                 queued[b] |= b in q
                 seen_shards[b].add(_stats(ceph_cluster, b)["num_shards"])
-            time.sleep(0.5)
+            time.sleep(1.0)  # a queue entry stays until the 10 s reshard thread takes it
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
         for t in threads:
             t.join(300)
-        # RGW queues the plain bucket once it passes 1,100 objects and its reshard thread
+        # RGW queues the plain bucket once it passes 550 objects and its reshard thread
         # (rgw_reshard_thread_interval = 10 s here) processes it.
         # Generous: on a loaded machine RGW's reshard thread can take minutes to get to it.
         wait_for("dynamic reshard of the plain bucket", lambda: _stats(ceph_cluster, plain)["num_shards"] > 11,
