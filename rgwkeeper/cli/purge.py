@@ -22,7 +22,7 @@ from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
 from rgwkeeper.adapters.connect import NONE, connected
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import endpoints_line, human_duration, render_items
+from rgwkeeper.cli.render import endpoints_line, human_duration, render_items, render_job
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper import lifecycle as lc
@@ -31,6 +31,11 @@ from rgwkeeper.purge.expire import BucketFailure, ExpireResult, expiry_problem, 
 from rgwkeeper.purge.plan import METHODS, RATE_CAPPED_METHODS, PurgeRequest, check_protected, rate_cap_for
 from rgwkeeper.units import (MAX_PURGE_RATE, MIN_PURGE_RATE, Duration, FiniteFloat, FiniteInt, Size, human_bytes,
                              rate_cap_ok)
+
+
+#: The bucket a request is built with when none was given (several buckets, or a join of a job):
+#: it validates the filters only and is never sent anywhere.
+_NO_BUCKET = "rgwkeeper-no-bucket"
 
 
 def _confirm(lines: list[str], expected: str, yes: bool) -> None:
@@ -175,14 +180,20 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
               help="add workers to the running purge ID (printed when it starts) with the same BUCKET and filters")
 @click.option("--status", "status_id", callback=_check_job_id, default=None, metavar="ID",
               help="show the work items of purge ID: done, running, objects, rate and ETA; changes nothing")
+@click.option("--match", "patterns", multiple=True, metavar="PATTERN",
+              help="purge every bucket whose name matches this glob (repeatable), as one job of one work item per "
+                   "bucket; protected buckets are skipped")
+@click.option("--buckets-from", metavar="FILE",
+              help="purge the buckets named in FILE (one per line, '-' for stdin) as one job of one work item per "
+                   "bucket")
 @click.option("--dry-run", is_flag=True, help="print the plan and the exact commands; change nothing")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @click.option("--json", "as_json", is_flag=True, help="print the plan (dry run) or the summary as JSON on stdout")
 def purge(bucket: str | None, prefix: str | None, older_than: float | None, larger_than: int | None,
           smaller_than: int | None, method: str, max_rate: float | None, impact: str | None,
           raise_full_ratio: float | None, metrics_textfile: str | None, workers: int | None,
-          join_id: str | None, status_id: str | None, dry_run: bool, yes: bool, as_json: bool,
-          **kwargs: Any) -> None:
+          join_id: str | None, status_id: str | None, patterns: tuple[str, ...], buckets_from: str | None,
+          dry_run: bool, yes: bool, as_json: bool, **kwargs: Any) -> None:
     """Delete a bucket, or the objects under a prefix / older than an age, and check the result.
 
     Resumable: run the same command again after an interruption and it continues from its
@@ -193,20 +204,38 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
         if bucket is not None:
             validate_bucket(bucket)
         return _status(status_id, bucket, as_json, kwargs)
-    if bucket is None:
-        raise UsageError("give the BUCKET to purge (or --status ID to see a running purge)")
+    many = bool(patterns) or buckets_from is not None
+    if patterns and buckets_from is not None:
+        raise UsageError("give --match or --buckets-from, not both")
+    if many and bucket is not None:
+        raise UsageError("give a BUCKET, or --match / --buckets-from for several, not both")
+    if bucket is None and not many and join_id is None:
+        raise UsageError("give the BUCKET to purge, --match PATTERN or --buckets-from FILE for several (or --status "
+                         "ID to see a running purge)")
     # Validate everything the operator typed before anything is sent anywhere.
     request = PurgeRequest(
-        bucket=bucket, prefix=prefix, method=method,
+        bucket=bucket or _NO_BUCKET, prefix=prefix, method=method,
         older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
     if impact is not None and max_rate is not None:
         raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")
     if join_id is not None:
         given = [f for f, v in (("--max-rate", max_rate), ("--impact", impact), ("--dry-run", dry_run or None),
-                                ("--raise-full-ratio", raise_full_ratio)) if v is not None]
+                                ("--raise-full-ratio", raise_full_ratio), ("--match", patterns or None),
+                                ("--buckets-from", buckets_from)) if v is not None]
         if given:
             raise UsageError(f"--join runs the purge's own plan: {', '.join(given)} cannot be given with it")
+        if bucket is None:
+            return _join_many(join_id, request, workers, yes, as_json, kwargs)
         return _join(join_id, request, workers, yes, as_json, kwargs)
+    if many:
+        given = [f for f, v in (("--raise-full-ratio", raise_full_ratio), ("--metrics-textfile", metrics_textfile))
+                 if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: not with several buckets yet; purge them one by one "
+                             "(nothing was changed)")
+        return _purge_many(patterns, buckets_from, request, impact=impact, max_rate=max_rate, workers=workers,
+                           dry_run=dry_run, yes=yes, as_json=as_json, kwargs=kwargs)
+    assert bucket is not None
     cfg, access = load_access(kwargs)
     purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
     request = purge_api.impact.request_for(purge_cfg, request)
@@ -366,7 +395,16 @@ def _status(job_id: str, bucket: str | None, as_json: bool, kwargs: dict[str, An
     """``purge --status ID``: the work items as they stand, from any node."""
     cfg, access = load_access(kwargs)
     with connected(access, rgw=NONE) as ca:
-        snap = purge_api.item_status(ca.rados, cfg.daemon.pool, job_id)
+        snap, is_many = purge_api.job_status(ca.rados, cfg.daemon.pool, job_id)
+    if is_many:
+        job = purge_api.many.view(snap, now=time.time())
+        if bucket is not None and bucket not in {r["bucket"] for r in job["buckets"]}:
+            raise UsageError(f"purge job {job_id} does not purge bucket {bucket!r}")
+        if as_json:
+            emit_json({"job_id": job_id, **job})
+        else:
+            click.echo("\n".join(render_job(job_id, job)))
+        return
     view = purge_api.items_view(snap, now=time.time())
     if bucket is not None and bucket != view["bucket"]:
         raise UsageError(f"purge {job_id} purges bucket {view['bucket']!r}, not {bucket!r}")
@@ -538,3 +576,163 @@ async def _expire_all(bucket: str | None, cli_rule: lc.ExpiryRule | None, config
                                                      on_failure=said)
     failures[:] = planned.failures
     return results
+
+
+# -- many buckets as one job (purge.many) ---------------------------------------------------------
+
+def _many_names(patterns: tuple[str, ...], buckets_from: str | None) -> tuple[list[str] | None, list[str]]:
+    """What the operator typed: a list of names (from a file, or '-' for stdin) or patterns,
+    validated before anything is contacted."""
+    if buckets_from is not None:
+        try:
+            text = sys.stdin.read() if buckets_from == "-" else Path(buckets_from).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--buckets-from {buckets_from}: cannot be read ({type(exc).__name__}: "
+                             f"{getattr(exc, 'strerror', None) or exc}); nothing was changed") from None
+        return purge_api.many.parse_list(text, "--buckets-from " + ("stdin" if buckets_from == "-" else buckets_from)), []
+    return None, purge_api.many.check_patterns(patterns)
+
+
+def many_join_command(filters: dict[str, Any], job_id: str) -> str:
+    """The command line that joins job ``job_id``: its filters, no bucket."""
+    argv = shlex.split(join_command(purge_api.many.request_for(filters, _NO_BUCKET), job_id))
+    return " ".join(shlex.quote(a) for a in argv[:2] + argv[3:])  # rgwkeeper purge [bucket] ...
+
+
+def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: PurgeRequest, *,
+                impact: str | None, max_rate: float | None, workers: int | None, dry_run: bool, yes: bool,
+                as_json: bool, kwargs: dict[str, Any]) -> None:
+    """``purge --match PATTERN`` / ``purge --buckets-from FILE``: one job of one item per bucket."""
+    names, patterns_ = _many_names(patterns, buckets_from)
+    filters = purge_api.many.filters_of(request)
+    cfg, access = load_access(kwargs)
+    purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
+    if names is not None:
+        for b in names:  # a protected name in a list is refused, not skipped: the operator named it
+            check_protected(b, purge_cfg.protected_buckets)
+        source, skipped = purge_api.many.list_source(names), []
+    else:
+        source = purge_api.many.pattern_source(patterns_)
+    job = purge_api.many.job_id(filters, source)
+    slots = workers or purge_cfg.workers
+    io = purge_api.open_io(access, purge_cfg)
+    try:
+        if names is None:
+            listed = _run_async(io.rgw.json, "bucket", "list") or []
+            names, skipped = purge_api.many.select(patterns_, listed, purge_cfg.protected_buckets)
+        for b, why in skipped:
+            click.echo(f"rgwkeeper: skipping {b}: {why}", err=True)
+        store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
+        if dry_run:
+            return _many_dry_run(names, filters, io, purge_cfg, store, job, skipped, as_json)
+        with purge_api.open_board(io.rados, job, pool=cfg.daemon.pool, lease_s=purge_cfg.item_lease_s,
+                                  create_pool=cfg.daemon.create_pool, workers=slots) as board:
+            try:
+                existing = board.read()
+            except purge_api.NoSuchJob:
+                existing = None
+            if existing is not None and not purge_api.many.is_many(existing):
+                raise UsageError(f"{board.oid} holds a purge of one bucket, not this job; nothing was changed")
+            if existing is not None:
+                names = [i.shard for i in existing.items]  # the job as it was published: resume it
+            done = sum(1 for i in existing.items if i.state == "done") if existing else 0
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            lines = [f"About to purge {len(names)} buckets ({request.describe()}, method {request.method}, each with "
+                     f"its own plan and end-state check): {shown}",
+                     f"  job {job} in RADOS object {cfg.daemon.pool}/{board.oid}, {slots} buckets at once here; add "
+                     f"workers from another admin node with: {many_join_command(filters, job)}"]
+            if existing is not None:
+                lines.append(f"  resuming job {job}: {done} of {len(names)} buckets done")
+            if skipped:
+                lines.append(f"  skipped: {len(skipped)} (protected, or not purgeable by name)")
+            impact_line = purge_api.impact.describe(purge_cfg)
+            if impact_line:
+                lines.append(f"  {impact_line}")
+            _confirm(lines, f"{len(names)} buckets", yes)
+            board.publish(purge_api.many.spec_for(filters, source, names, job=job, lease_s=board.lease_s,
+                                                  created=time.time()), names)
+            click.echo(f"rgwkeeper: purge job {job}: {len(names)} buckets; join with: "
+                       f"{many_join_command(filters, job)}", err=True)
+            report = _run_many(board, io, purge_cfg, store, cfg.daemon.pool, slots, as_json)
+    finally:
+        purge_api.close_io(io)
+    _many_report(report, as_json)
+
+
+def _run_many(board: purge_api.Board, io: purge_api.PurgeIO, purge_cfg: config_mod.PurgeSection,
+              store: purge_api.CheckpointStore, pool: str, slots: int, as_json: bool) -> Any:
+    def said(o: purge_api.many.BucketOutcome) -> None:
+        if not as_json:
+            click.echo(o.line(), err=not o.ok)
+    return _run_async(purge_api.run_many, board, io, purge_cfg=purge_cfg, store=store, pool=pool, slots=slots,
+                      on_bucket=said)
+
+
+def _many_dry_run(names: list[str], filters: dict[str, Any], io: purge_api.PurgeIO,
+                  purge_cfg: config_mod.PurgeSection, store: purge_api.CheckpointStore, job: str,
+                  skipped: list[tuple[str, str]], as_json: bool) -> None:
+    plans, problems = [], []
+    for b in names:
+        try:
+            plans.append(_run_async(purge_api.prepare, purge_api.many.request_for(filters, b), io,
+                                    purge_cfg=purge_cfg, store=store).plan)
+        except RgwkeeperError as exc:
+            problems.append((b, str(exc)))
+    if as_json:
+        emit_json({"dry_run": True, "job_id": job, "plans": [{**p.to_dict(), "commands": p.commands(io.rgw.argv)}
+                                                             for p in plans],
+                   "not_planned": [{"bucket": b, "why": w} for b, w in problems],
+                   "skipped": [{"bucket": b, "why": w} for b, w in skipped]})
+    else:
+        click.echo(f"purge job {job}: {len(names)} buckets, each with its own plan:")
+        for p in plans:
+            click.echo("\n".join(p.show(io.rgw.argv)))
+        for b, w in problems:
+            click.echo(f"{b}: cannot be planned: {w}")
+        click.echo("dry run: nothing was changed")
+    if problems:
+        raise UsageError(f"{len(problems)} of {len(names)} buckets cannot be planned (listed above); nothing was changed")
+
+
+def _many_report(report: Any, as_json: bool) -> None:
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        deleted = sum(o.objects_deleted for o in report.outcomes)
+        click.echo(f"purge job {report.job_id}: {report.done} of {report.buckets} buckets done; here "
+                   f"{len(report.outcomes)} buckets, {deleted:,} objects in {report.elapsed_s:.1f} s")
+    if not report.ok:
+        failed = [o for o in report.outcomes if not o.ok]
+        raise PurgeFailed(f"purge job {report.job_id}", f"{report.buckets - report.done} of {report.buckets} buckets "
+                          "not done" + (f" ({len(failed)} failed here, listed above)" if failed else
+                                        " (held by other workers)")
+                          + f"; see rgwkeeper purge --status {report.job_id}, and run the same command again to retry")
+
+
+def _join_many(job_id: str, request: PurgeRequest, workers: int | None, yes: bool, as_json: bool,
+               kwargs: dict[str, Any]) -> None:
+    """``purge --join ID`` of a job of many buckets: this node's workers take its buckets."""
+    cfg, access = load_access(kwargs)
+    io = purge_api.open_io(access, cfg.purge)
+    try:
+        slots = workers or cfg.purge.workers
+        with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s,
+                                  workers=slots) as board:
+            snap = board.read()
+            if not purge_api.many.is_many(snap):
+                raise UsageError(f"purge {job_id} purges one bucket ({snap.spec['plan']['profile']['bucket']}): give "
+                                 "that BUCKET with --join")
+            theirs = snap.spec["plan"]["filters"]
+            differ = purge_api.many.filters_differences(purge_api.many.filters_of(request), theirs)
+            if differ:
+                raise UsageError(f"--join {job_id}: this command line differs from the job's: {'; '.join(differ)}; "
+                                 f"join with: {many_join_command(theirs, job_id)} (nothing was changed)")
+            board.lease_s = int(snap.spec["lease_s"])
+            done = sum(1 for i in snap.items if i.state == "done")
+            _confirm([f"About to join purge job {job_id}: {done} of {len(snap.items)} buckets done; {slots} buckets "
+                      "at once here"], f"{len(snap.items)} buckets", yes)
+            report = _run_many(board, io, cfg.purge, purge_api.CheckpointStore(Path(cfg.purge.state_dir)),
+                               cfg.daemon.pool, slots, as_json)
+    finally:
+        purge_api.close_io(io)
+    _many_report(report, as_json)

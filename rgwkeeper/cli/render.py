@@ -335,3 +335,29 @@ def render_items(job_id: str, view: Mapping[str, Any]) -> list[str]:
     if len(open_items) > ITEM_ROWS:
         lines.append(f"  ... and {len(open_items) - ITEM_ROWS} more not done")
     return lines
+
+
+def render_job(job_id: str, view: Mapping[str, Any]) -> list[str]:
+    """``rgwkeeper purge --status ID`` of a job of many buckets, as text."""
+    st, c = view["by_state"], view["counters"]
+    f = {k: v for k, v in view["filters"].items() if v is not None and not (k == "method" and v == "auto")}
+    eta = f"; about {human_duration(view['eta_s'])} left" if view["eta_s"] is not None else ""
+    lines = [f"purge job {job_id} of {len(view['buckets'])} buckets ({view['source']}"
+             + (", " + ", ".join(f"{k} {v!r}" for k, v in sorted(f.items())) if f else ", whole buckets") + "): "
+             f"{st['done']} done, {st['running']} running, {st['stalled']} stalled, {st['failed']} failed, "
+             f"{st['waiting']} waiting",
+             f"  objects deleted: {c.get('objects_deleted', 0):,}, {human_bytes(c.get('bytes_deleted', 0))}; "
+             f"over {human_duration(view['elapsed_s'])}{eta}"]
+    if st["stalled"]:
+        lines.append(f"  stalled: no record within the {view['lease_s']:.0f} s lease; another worker takes such a "
+                     "bucket over when its lease runs out and resumes its purge where it stood")
+    open_rows = [r for r in view["buckets"] if r["state"] != "done"]
+    for r in open_rows[:ITEM_ROWS]:
+        ago = f", last record {r['last_record_s_ago']:.0f} s ago" if r["last_record_s_ago"] is not None else ""
+        lines.append(f"  {r['bucket']}: {r['state']}"
+                     + (f" by {r['worker']} (taken {r['takes']}x){ago}, purge {r['purge_id']}, step {r['step']}, "
+                        f"{r['objects_deleted']:,} objects" if r["takes"] else "")
+                     + (f": {r['error']}" if r["error"] else ""))
+    if len(open_rows) > ITEM_ROWS:
+        lines.append(f"  ... and {len(open_rows) - ITEM_ROWS} more not done")
+    return lines

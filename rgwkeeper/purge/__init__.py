@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import time
@@ -37,7 +38,8 @@ from rgwkeeper.names import is_job_id
 from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge import impact
-from rgwkeeper.purge.board import Board, NoSuchJob, Snapshot
+from rgwkeeper.purge import many
+from rgwkeeper.purge.board import Board, Lease, LeaseLost, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.pacing import RateCap
 from rgwkeeper.purge.execute import Check, JoinReport, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
@@ -55,6 +57,7 @@ from rgwkeeper.purge.textfile import ProgressTextfile
 log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "item_status", "items_view", "join", "open_board",
+           "job_status", "many", "purge_job_bucket", "resume_prepared", "run_many",
            "request_differences", "uses_items", "valid_job_id", "worker_name",
            "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
@@ -309,6 +312,9 @@ async def join(board: Board, request: PurgeRequest, io: PurgeIO, *, purge_cfg: P
     """Add ``workers`` workers to the running purge whose items ``board`` holds. ``request`` (this
     command line) must be the purge's own: a difference is refused, named."""
     snap = await asyncio.to_thread(board.read)
+    if many.is_many(snap):
+        raise UsageError(f"purge {board.job_id} is a job of several buckets: join it with the same filters and no "
+                         "BUCKET (nothing was changed)")
     plan = _stored_plan(board, snap)
     differ = request_differences(request, plan.request)
     if differ:
@@ -384,6 +390,85 @@ def item_status(rados: RadosAdapter, pool: str, job_id: str) -> Snapshot:
         snap = board.read()
         _stored_plan(board, snap)
         return snap
+
+
+# -- many buckets as one job (purge.many) ---------------------------------------------------------
+
+async def resume_prepared(plan: Plan, state: State, io: PurgeIO, *, purge_cfg: PurgeSection,
+                          store: CheckpointStore) -> Prepared:
+    """A purge another worker began, from its plan and its mirrored state (purge.many), under a
+    local checkpoint here: the same full-cluster gate as ``prepare``, no new plan."""
+    bucket = plan.profile.bucket
+    check_protected(bucket, purge_cfg.protected_buckets)
+    what = f"purge of {bucket!r}"
+    full = await full_gate(io, what, None, purge_cfg.max_full_ratio, may_free=plan.method == "direct")
+    if full.full and not plan.has(FreeWhileFull):
+        raise ClusterFull(full.refusal(what + f" (method {plan.method})"))
+    return Prepared(plan=plan, checkpoint=store.for_purge(bucket, plan.profile.bucket_id, plan.request.key()),
+                    state=state, ignored=[], full=full)
+
+
+async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: dict[str, Any],
+                           purge_cfg: PurgeSection, store: CheckpointStore, pool: str) -> tuple[PurgeReport, bool]:
+    """Purge the bucket of job item ``lease`` (purge.many): resume the plan and state its item
+    mirrors (a worker before us began it), else prepare it here and record the plan first; the
+    checkpoint is mirrored into the item at every save. Returns the report and whether resumed."""
+    n, bucket = lease.item.n, lease.item.shard
+    key = many.plan_key(n)
+    stored = (await asyncio.to_thread(board.store.omap_get_keys, board.oid, [key])).get(key)
+    if stored and isinstance(lease.item.cursor.get("state"), dict):
+        try:
+            plan = Plan.from_dict(json.loads(stored))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"{board.oid} {key}: the plan of {bucket!r} cannot be read ({type(exc).__name__}); "
+                             "finish it with the rgwkeeper version that started it") from None
+        state = many.mirrored_state(lease.item.cursor, plan)
+        assert state is not None
+        prepared = await resume_prepared(plan, state, io, purge_cfg=purge_cfg, store=store)
+    else:
+        try:
+            prepared = await prepare(many.request_for(filters, bucket), io, purge_cfg=purge_cfg, store=store)
+        except NoSuchBucket:
+            raise many.Gone(bucket) from None
+        plan = prepared.plan
+        body = json.dumps(plan.to_dict(), sort_keys=True, default=str)
+        if not await asyncio.to_thread(board.store.omap_set_if, board.oid, f"owner.{n}", lease.cookie, {key: body}):
+            raise LeaseLost(f"{board.oid} {lease.item.key}", "taken over by another worker")
+    prepared.checkpoint = many.MirroredCheckpoint(prepared.checkpoint, board, lease, plan.plan_id)
+    with contextlib.ExitStack() as stack:
+        sub = stack.enter_context(open_board(io.rados, plan.plan_id, pool=pool, lease_s=purge_cfg.item_lease_s,
+                                             create_pool=False, workers=1)) if uses_items(plan) else None
+        report = await run(prepared, io, purge_cfg=purge_cfg, board=sub, workers=1)
+    return report, prepared.resuming
+
+
+async def run_many(board: Board, io: PurgeIO, *, purge_cfg: PurgeSection, store: CheckpointStore, pool: str,
+                   slots: int, on_bucket: Callable[[many.BucketOutcome], None] | None = None) -> many.ManyReport:
+    """Work the buckets of job ``board`` (published with ``many.spec_for``), ``slots`` at once
+    here; the job's items are removed once every bucket is done."""
+    filters = (await asyncio.to_thread(board.read)).spec["plan"]["filters"]
+
+    async def one(lease: Lease) -> tuple[PurgeReport, bool]:
+        return await purge_job_bucket(board, lease, io, filters=filters, purge_cfg=purge_cfg, store=store, pool=pool)
+
+    report = await many.work(board, one, slots=slots, on_bucket=on_bucket)
+    if report.ok:
+        try:
+            await asyncio.to_thread(board.discard)
+        except CephError as exc:
+            log.warning(f"purge job {board.job_id} is done, but its items could not be removed; remove them with: "
+                        f"rados -p <daemon.pool> rm {board.oid}", error=str(exc)[:200])
+    return report
+
+
+def job_status(rados: RadosAdapter, pool: str, job_id: str) -> tuple[Snapshot, bool]:
+    """The items of purge or job ``job_id`` as they stand, and whether it is a job of many buckets."""
+    with open_board(rados, job_id, pool=pool, lease_s=30, workers=1) as board:
+        snap = board.read()
+        if many.is_many(snap):
+            return snap, True
+        _stored_plan(board, snap)
+        return snap, False
 
 
 # -- the full ratio raised for a run, and the configured expiry the daemon runs in-process --------

@@ -635,22 +635,8 @@ class PurgeExecutor:
         log.info("purge item done", plan=self.plan.plan_id, item=item.n, counters=item.counters)
 
     async def _keep(self, lease: Lease) -> None:
-        """Renew ``lease`` a few times within it; an outage is ridden out while the lease is still
-        valid on our clock, then the item's work stops (LeaseLost) before another can take it."""
         assert self.board is not None
-        board = self.board
-        while True:
-            await self.time.sleep(board.lease_s / RENEWALS_PER_LEASE)
-            while True:
-                try:
-                    await self._board_once(board.renew, lease)
-                    break
-                except LeaseLost:
-                    raise
-                except CephError as exc:
-                    if not board.valid(lease):
-                        raise LeaseLost(f"{board.oid} {lease.item.key}", f"could not renew: {exc}") from None
-                    await self.time.sleep(min(1.0, board.lease_s / 10))
+        await keep_lease(self.board, lease, sleep=self.time.sleep, call=self._board_once)
 
     def _still_matching(self, scope: Scope) -> Callable[[Entry], bool]:
         """A filtered purge's re-check, just before the delete: each key that can be written
@@ -940,6 +926,25 @@ class PurgeExecutor:
 #: Seconds between two looks at the items: the purge's progress, and a worker waiting on items
 #: another process holds.
 ITEMS_POLL_S = 1.0
+
+
+async def keep_lease(board: Board, lease: Lease, *, sleep: Callable[[float], Awaitable[None]],
+                     call: Callable[..., Awaitable[Any]]) -> None:
+    """Renew ``lease`` a few times within it (``call`` runs a board call on a thread); an outage
+    is ridden out while the lease is still valid on our clock, then the item's work stops
+    (LeaseLost) before another can take it."""
+    while True:
+        await sleep(board.lease_s / RENEWALS_PER_LEASE)
+        while True:
+            try:
+                await call(board.renew, lease)
+                break
+            except LeaseLost:
+                raise
+            except CephError as exc:
+                if not board.valid(lease):
+                    raise LeaseLost(f"{board.oid} {lease.item.key}", f"could not renew: {exc}") from None
+                await sleep(min(1.0, board.lease_s / 10))
 
 
 def _added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

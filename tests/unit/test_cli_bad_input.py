@@ -169,6 +169,17 @@ BAD = [
     ["loadgen", "agent"],
     ["loadgen", "run", "--agents", "2", "--raw", "records.csv"],
     ["verify", "--maintenance", "none", "--agents", "2", "--raw", "records.csv"],
+    # many buckets as one job
+    ["purge", "b12", "--match", "b1*"],
+    ["purge", "--match", "b1*", "--buckets-from", "list.txt"],
+    ["purge", "--match", "a/b"],
+    ["purge", "--match", ""],
+    ["purge", "--match", " b1*"],
+    ["purge", "--match", "b1*", "--raise-full-ratio", "0.96"],
+    ["purge", "--match", "b1*", "--join", "0123456789ab"],
+    ["purge", "--match", "b1*", "--older-than", "nan"],
+    ["purge", "--buckets-from", "/nonexistent/rgwkeeper-list"],
+    ["purge"],
     ["verify", "--maintenance", "none", "--baseline", "nan"],
     ["verify", "--maintenance", "none", "--window", "inf"],
     ["verify", "--maintenance", "none", "--scrub-every", "nan"],
@@ -206,3 +217,12 @@ def test_good_input_gets_as_far_as_the_cluster(reached, capsys):
     with pytest.raises(AssertionError, match="load_access was reached"):
         run_cli(cli, ["purge", "b12", "--older-than", "7d", "--larger-than", "64KiB", "--timeout", "5"])
     assert reached == ["rgwkeeper.cli.purge.load_access"]
+
+
+def test_a_bucket_list_with_a_bad_name_names_its_line_and_contacts_nothing(reached, capsys, tmp_path):
+    listing = tmp_path / "list.txt"
+    listing.write_text("good-bucket\n\nBad_Bucket\n")
+    rc = run_cli(cli, ["purge", "--buckets-from", str(listing), "--yes"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"{listing} line 3: bucket name 'Bad_Bucket'" in err, err
+    assert reached == []

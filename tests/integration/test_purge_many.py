@@ -1,0 +1,110 @@
+"""Many buckets as one purge job (`purge --match` / `--buckets-from`), on a real cluster: a worker
+killed mid-bucket, the job joined from another admin node (another state directory), the dead
+worker's bucket taken over from its mirrored checkpoint, every bucket's own end-state check, a
+protected bucket and a copy outside the job untouched."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+
+import pytest
+
+from tests.integration.test_purge import (ITEMS_POOL, assert_nothing_left, bucket_stats, cli, cli_argv,
+                                          fill)
+
+pytestmark = pytest.mark.integration
+
+CONFIG = ('direct_listing = "index"\nlist_page_size = 10\nitem_lease_s = 5\nrados_ops_in_flight = 1\n'
+          'protected_buckets = ["*-keep"]\n'
+          f'[daemon]\npool = "{ITEMS_POOL}"\n')
+
+
+def test_a_job_of_buckets_survives_a_killed_worker_and_is_finished_by_a_join_from_another_node(
+        ceph_cluster, s3, bucket_name, tmp_path):
+    base = bucket_name[:40]
+    job_buckets = [f"{base}-p-{c}" for c in "abc"]
+    kept, copies = f"{base}-p-keep", f"{base}-copies"
+    for b in [*job_buckets, kept, copies]:
+        s3.create_bucket(Bucket=b)
+    for b in job_buckets:
+        fill(s3, b, 200, size=512)
+    fill(s3, kept, 5, size=512)
+    s3.copy_object(Bucket=copies, Key="c", CopySource={"Bucket": job_buckets[0], "Key": "obj/000007"})
+    markers = {b: bucket_stats(ceph_cluster, b)["marker"] for b in job_buckets}
+
+    # The dry run plans each bucket and changes nothing.
+    dry = json.loads(cli(ceph_cluster, tmp_path, "purge", "--match", f"{base}-p-*", "--dry-run", "--json",
+                         config=CONFIG).stdout)
+    assert sorted(p["profile"]["bucket"] for p in dry["plans"]) == job_buckets
+    assert [s["bucket"] for s in dry["skipped"]] == [kept]
+    assert all(bucket_stats(ceph_cluster, b) for b in job_buckets)
+
+    # One worker, one bucket at a time; it kills itself (SIGKILL) after 3 page records of its first bucket.
+    argv = cli_argv(ceph_cluster, tmp_path, "purge", "--match", f"{base}-p-*", "--workers", "1", "--yes", "--json",
+                    config=CONFIG)
+    env = {**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_AFTER_RECORDS": "3"}
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=240)
+    assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert f"skipping {kept}" in proc.stderr and "is protected" in proc.stderr
+    job = re.search(r"purge job ([0-9a-f]{12}): 3 buckets; join with: rgwkeeper purge --join \1", proc.stderr).group(1)
+
+    status = json.loads(cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=CONFIG).stdout)
+    rows = {r["bucket"]: r for r in status["buckets"]}
+    assert set(rows) == set(job_buckets)
+    held = rows[job_buckets[0]]
+    assert held["state"] in ("running", "stalled") and held["purge_id"] and held["takes"] == 1, held
+    # The bucket's own purge (its index shards as work items) shows how far it got.
+    inner = json.loads(cli(ceph_cluster, tmp_path, "purge", "--status", held["purge_id"], "--json",
+                           config=CONFIG).stdout)
+    assert inner["bucket"] == job_buckets[0] and 0 < inner["counters"]["objects_deleted"] < 200, inner
+
+    # Another admin node: its own state directory, so only RADOS tells it where the dead one stood.
+    other = tmp_path / "other-node"
+    other.mkdir()
+    differs = cli(ceph_cluster, other, "purge", "--prefix", "x/", "--join", job, "--yes", config=CONFIG, check=False)
+    assert differs.returncode == 2 and "prefix: 'x/' here, None in the job" in differs.stderr, differs.stderr[-500:]
+    one = cli(ceph_cluster, other, "purge", job_buckets[0], "--join", job, "--yes", config=CONFIG, check=False)
+    assert one.returncode == 2 and "a job of several buckets" in one.stderr, one.stderr[-500:]
+
+    joined = json.loads(cli(ceph_cluster, other, "purge", "--join", job, "--workers", "2", "--yes", "--json",
+                            config=CONFIG).stdout)
+    assert joined["ok"] and joined["done"] == joined["buckets"] == 3, joined
+    here = {o["bucket"]: o for o in joined["here"]}
+    assert set(here) == set(job_buckets)
+    taken_over = here[job_buckets[0]]
+    assert taken_over["resumed"] and taken_over["plan_id"] == held["purge_id"], taken_over  # the same plan, resumed
+    assert all(not o["resumed"] for b, o in here.items() if b != job_buckets[0])
+
+    for b in job_buckets:
+        assert bucket_stats(ceph_cluster, b) is None
+        assert_nothing_left(ceph_cluster, markers[b])
+    assert bucket_stats(ceph_cluster, kept)["usage"]["rgw.main"]["num_objects"] == 5  # protected: untouched
+    assert s3.get_object(Bucket=copies, Key="c")["Body"].read() == b"x" * 512  # outside the job: untouched
+    gone = cli(ceph_cluster, tmp_path, "purge", "--status", job, config=CONFIG, check=False)
+    assert gone.returncode == 2 and f"no purge {job!r}" in gone.stderr  # a finished job removes its items
+
+
+def test_a_list_of_buckets_is_one_job_and_a_protected_name_in_it_refuses_the_whole_list(ceph_cluster, s3,
+                                                                                         bucket_name, tmp_path):
+    base = bucket_name[:40]
+    real, missing, kept = f"{base}-l-a", f"{base}-l-never", f"{base}-l-keep"
+    for b in (real, kept):
+        s3.create_bucket(Bucket=b)
+        fill(s3, b, 30, size=256)
+    listing = tmp_path / "buckets.txt"
+    listing.write_text(f"# to purge\n{real}\n{missing}\n{kept}\n")
+    refused = cli(ceph_cluster, tmp_path, "purge", "--buckets-from", str(listing), "--yes", config=CONFIG, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"bucket {kept!r} is protected" in refused.stderr
+    assert bucket_stats(ceph_cluster, real)["usage"]["rgw.main"]["num_objects"] == 30  # nothing was changed
+
+    listing.write_text(f"{real}\n{missing}\n")
+    done = cli(ceph_cluster, tmp_path, "purge", "--buckets-from", str(listing), "--yes", config=CONFIG)
+    assert f"{real}: purged (direct, purge " in done.stderr + done.stdout
+    assert f"{missing}: did not exist" in done.stderr + done.stdout
+    assert "2 of 2 buckets done" in done.stdout
+    assert bucket_stats(ceph_cluster, real) is None
+    assert bucket_stats(ceph_cluster, kept)["usage"]["rgw.main"]["num_objects"] == 30
