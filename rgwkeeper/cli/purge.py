@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import shlex
 import signal
@@ -615,6 +616,12 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
         source = purge_api.many.pattern_source(patterns_)
     job = purge_api.many.job_id(filters, source)
     slots = workers or purge_cfg.workers
+    cap = purge_cfg.max_objects_per_second
+    if cap > 0 and slots > 1:  # each bucket's purge holds its own cap: share the job's between them
+        if cap / slots < MIN_PURGE_RATE:
+            raise UsageError(f"a rate cap of {cap:g} objects/s shared by {slots} buckets at once is below "
+                             f"{MIN_PURGE_RATE}/s each: lower --workers or raise the cap (nothing was changed)")
+        purge_cfg = dataclasses.replace(purge_cfg, max_objects_per_second=cap / slots)
     io = purge_api.open_io(access, purge_cfg)
     try:
         if names is None:
@@ -648,9 +655,14 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
             impact_line = purge_api.impact.describe(purge_cfg)
             if impact_line:
                 lines.append(f"  {impact_line}")
+            if cap > 0:
+                lines.append(f"  at most {cap:g} objects/s in all here ({cap / slots:g}/s for each of {slots} buckets at "
+                             "once); other nodes cannot join a capped job")
             _confirm(lines, f"{len(names)} buckets", yes)
+            settings = purge_api.settings_from(purge_cfg)
             board.publish(purge_api.many.spec_for(filters, source, names, job=job, lease_s=board.lease_s,
-                                                  created=time.time()), names)
+                                                  created=time.time()), names,
+                          run={"rate_cap": cap, "paced": settings.paced})
             click.echo(f"rgwkeeper: purge job {job}: {len(names)} buckets; join with: "
                        f"{many_join_command(filters, job)}", err=True)
             report = _run_many(board, io, purge_cfg, store, cfg.daemon.pool, slots, as_json)
@@ -727,6 +739,11 @@ def _join_many(job_id: str, request: PurgeRequest, workers: int | None, yes: boo
             if differ:
                 raise UsageError(f"--join {job_id}: this command line differs from the job's: {'; '.join(differ)}; "
                                  f"join with: {many_join_command(theirs, job_id)} (nothing was changed)")
+            if snap.spec.get("rate_cap") or snap.spec.get("paced") or cfg.purge.max_objects_per_second > 0 \
+                    or purge_api.settings_from(cfg.purge).paced:
+                raise UsageError(f"purge job {job_id} runs under a rate cap or pacing (its own, or this node's config), "
+                                 "which each process holds on its own: a joined worker would go past it; nothing was "
+                                 "changed")
             board.lease_s = int(snap.spec["lease_s"])
             done = sum(1 for i in snap.items if i.state == "done")
             _confirm([f"About to join purge job {job_id}: {done} of {len(snap.items)} buckets done; {slots} buckets "

@@ -32,7 +32,7 @@ from rgwkeeper.names import validate_bucket
 from rgwkeeper.purge.board import DONE, Board, Lease, LeaseLost, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.execute import PurgeReport, keep_lease
-from rgwkeeper.purge.plan import Plan, PurgeRequest, check_protected
+from rgwkeeper.purge.plan import Plan, PurgeRequest
 
 log = structlog.get_logger("rgwkeeper.purge.many")
 
@@ -103,9 +103,12 @@ def select(patterns: Sequence[str], listed: Iterable[str], protected: Sequence[s
             continue
         try:
             validate_bucket(b)
-            check_protected(b, protected)
-        except UsageError as exc:
-            skipped.append((b, str(exc)))
+        except InvalidName:
+            skipped.append((b, "not a bucket rgwkeeper purges by name (a tenant's bucket is tenant/name)"))
+            continue
+        hit = next((p for p in protected if fnmatch.fnmatchcase(b, p)), None)
+        if hit is not None:
+            skipped.append((b, f"protected (purge.protected_buckets pattern {hit!r})"))
             continue
         chosen.append(b)
     return _checked(chosen, f"no bucket matches {', '.join(patterns)}" + (

@@ -71,7 +71,7 @@ def test_patterns_skip_protected_and_tenant_buckets_and_refuse_an_empty_match():
                                   protected=["*-keep"])
     assert chosen == ["logs-a"]
     assert [b for b, _ in skipped] == ["logs-keep", "tenant/logs-x"]
-    assert "protected" in skipped[0][1]
+    assert skipped[0][1] == "protected (purge.protected_buckets pattern '*-keep')"
     with pytest.raises(UsageError, match=r"no bucket matches logs-\* that is not skipped \(1 skipped\)"):
         many.select(["logs-*"], ["logs-keep"], protected=["*-keep"])
     for bad in ("", " logs", "a/b", "x" * 64, "a b"):
