@@ -605,13 +605,16 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
                 as_json: bool, kwargs: dict[str, Any]) -> None:
     """``purge --match PATTERN`` / ``purge --buckets-from FILE``: one job of one item per bucket."""
     names, patterns_ = _many_names(patterns, buckets_from)
-    filters = purge_api.many.filters_of(request)
     cfg, access = load_access(kwargs)
     purge_cfg = purge_api.impact.resolve(cfg.purge, impact, max_rate=max_rate)
+    # The method an impact level implies is the job's, recorded for every node that takes a bucket.
+    request = purge_api.impact.request_for(purge_cfg, request)
+    filters = purge_api.many.filters_of(request)
+    skipped: list[tuple[str, str]] = []
     if names is not None:
         for b in names:  # a protected name in a list is refused, not skipped: the operator named it
             check_protected(b, purge_cfg.protected_buckets)
-        source, skipped = purge_api.many.list_source(names), []
+        source = purge_api.many.list_source(names)
     else:
         source = purge_api.many.pattern_source(patterns_)
     job = purge_api.many.job_id(filters, source)
@@ -624,29 +627,30 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
         purge_cfg = dataclasses.replace(purge_cfg, max_objects_per_second=cap / slots)
     io = purge_api.open_io(access, purge_cfg)
     try:
-        if names is None:
-            listed = _run_async(io.rgw.json, "bucket", "list") or []
-            names, skipped = purge_api.many.select(patterns_, listed, purge_cfg.protected_buckets)
-        for b, why in skipped:
-            click.echo(f"rgwkeeper: skipping {b}: {why}", err=True)
         store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
-        if dry_run:
-            return _many_dry_run(names, filters, io, purge_cfg, store, job, skipped, as_json)
-        with purge_api.open_board(io.rados, job, pool=cfg.daemon.pool, lease_s=purge_cfg.item_lease_s,
-                                  create_pool=cfg.daemon.create_pool, workers=slots) as board:
-            try:
-                existing = board.read()
-            except purge_api.NoSuchJob:
-                existing = None
-            if existing is not None and not purge_api.many.is_many(existing):
-                raise UsageError(f"{board.oid} holds a purge of one bucket, not this job; nothing was changed")
+        try:  # read-only: nothing (not even the pool) is created before the confirmation
+            existing, is_many = purge_api.job_status(io.rados, cfg.daemon.pool, job) if not dry_run else (None, True)
+        except purge_api.NoSuchJob:
+            existing, is_many = None, True
+        if not is_many:
+            raise UsageError(f"purge.{job} holds a purge of one bucket, not this job; nothing was changed")
+        with contextlib.ExitStack() as stack:
             if existing is not None:
-                names = [i.shard for i in existing.items]  # the job as it was published: resume it
+                # The job as it was published, resumed: its buckets, not what the pattern matches now
+                # (a bucket it already purged is gone from the listing).
+                names = [i.shard for i in existing.items]
+            elif names is None:
+                listed = _run_async(io.rgw.json, "bucket", "list") or []
+                names, skipped = purge_api.many.select(patterns_, listed, purge_cfg.protected_buckets)
+            for b, why in skipped:
+                click.echo(f"rgwkeeper: skipping {b}: {why}", err=True)
+            if dry_run:
+                return _many_dry_run(names, filters, io, purge_cfg, store, job, skipped, as_json)
             done = sum(1 for i in existing.items if i.state == "done") if existing else 0
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
             lines = [f"About to purge {len(names)} buckets ({request.describe()}, method {request.method}, each with "
                      f"its own plan and end-state check): {shown}",
-                     f"  job {job} in RADOS object {cfg.daemon.pool}/{board.oid}, {slots} buckets at once here; add "
+                     f"  job {job} in RADOS object {cfg.daemon.pool}/purge.{job}, {slots} buckets at once here; add "
                      f"workers from another admin node with: {many_join_command(filters, job)}"]
             if existing is not None:
                 lines.append(f"  resuming job {job}: {done} of {len(names)} buckets done")
@@ -659,6 +663,9 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
                 lines.append(f"  at most {cap:g} objects/s in all here ({cap / slots:g}/s for each of {slots} buckets at "
                              "once); other nodes cannot join a capped job")
             _confirm(lines, f"{len(names)} buckets", yes)
+            board = stack.enter_context(purge_api.open_board(io.rados, job, pool=cfg.daemon.pool,
+                                                             lease_s=purge_cfg.item_lease_s,
+                                                             create_pool=cfg.daemon.create_pool, workers=slots))
             settings = purge_api.settings_from(purge_cfg)
             board.publish(purge_api.many.spec_for(filters, source, names, job=job, lease_s=board.lease_s,
                                                   created=time.time()), names,

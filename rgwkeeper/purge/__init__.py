@@ -400,6 +400,15 @@ async def resume_prepared(plan: Plan, state: State, io: PurgeIO, *, purge_cfg: P
     local checkpoint here: the same full-cluster gate as ``prepare``, no new plan."""
     bucket = plan.profile.bucket
     check_protected(bucket, purge_cfg.protected_buckets)
+    # The same bucket, not one re-created under its name since (its S3 deletes go by name); a
+    # bucket that is gone is the plan's own drop, resumed.
+    try:
+        now_id = (await io.admin_api.bucket_stats(bucket)).get("id")
+    except NotFound:
+        now_id = None
+    if now_id is not None and now_id != plan.profile.bucket_id:
+        raise UsageError(f"bucket {bucket!r} is now id {now_id}, not the id {plan.profile.bucket_id} its purge "
+                         f"{plan.plan_id} began on: it was re-created; nothing of it was changed")
     what = f"purge of {bucket!r}"
     full = await full_gate(io, what, None, purge_cfg.max_full_ratio, may_free=plan.method == "direct")
     if full.full and not plan.has(FreeWhileFull):
@@ -408,7 +417,7 @@ async def resume_prepared(plan: Plan, state: State, io: PurgeIO, *, purge_cfg: P
                     state=state, ignored=[], full=full)
 
 
-async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: dict[str, Any],
+async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: dict[str, Any], source: str,
                            purge_cfg: PurgeSection, store: CheckpointStore, pool: str) -> tuple[PurgeReport, bool]:
     """Purge the bucket of job item ``lease`` (purge.many): resume the plan and state its item
     mirrors (a worker before us began it), else prepare it here and record the plan first; the
@@ -429,6 +438,8 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
         try:
             prepared = await prepare(many.request_for(filters, bucket), io, purge_cfg=purge_cfg, store=store)
         except NoSuchBucket:
+            if source.startswith("list:"):
+                raise  # a name the operator listed: a typo must not read as done
             raise many.Gone(bucket) from None
         plan = prepared.plan
         body = json.dumps(plan.to_dict(), sort_keys=True, default=str)
@@ -446,10 +457,12 @@ async def run_many(board: Board, io: PurgeIO, *, purge_cfg: PurgeSection, store:
                    slots: int, on_bucket: Callable[[many.BucketOutcome], None] | None = None) -> many.ManyReport:
     """Work the buckets of job ``board`` (published with ``many.spec_for``), ``slots`` at once
     here; the job's items are removed once every bucket is done."""
-    filters = (await asyncio.to_thread(board.read)).spec["plan"]["filters"]
+    spec = (await asyncio.to_thread(board.read)).spec["plan"]
+    filters, source = spec["filters"], str(spec.get("source", ""))
 
     async def one(lease: Lease) -> tuple[PurgeReport, bool]:
-        return await purge_job_bucket(board, lease, io, filters=filters, purge_cfg=purge_cfg, store=store, pool=pool)
+        return await purge_job_bucket(board, lease, io, filters=filters, source=source, purge_cfg=purge_cfg,
+                                      store=store, pool=pool)
 
     report = await many.work(board, one, slots=slots, on_bucket=on_bucket)
     if report.ok:

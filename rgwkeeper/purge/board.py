@@ -86,7 +86,7 @@ class Item:
         return f"item.{self.n:06d}"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(asdict(self), sort_keys=True, default=str)  # a mirrored memo may hold a rule's datetime
 
     @classmethod
     def from_json(cls, raw: str) -> "Item":

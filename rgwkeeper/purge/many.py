@@ -18,6 +18,7 @@ docs/purge.md, "Many buckets as one job".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -238,9 +239,15 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
     failed: set[int] = set()
     busy: set[int] = set()
 
+    async def renew_and_touch(fn: Callable[..., Any], lease: Lease) -> None:
+        # Each renewal also records the item, so --status sees a live bucket whose purge is in a
+        # long step (an index-shard delete, GC) as running, not stalled.
+        await call(fn, lease)
+        await call(board.record, lease)
+
     async def one(lease: Lease) -> None:
         n, bucket = lease.item.n, lease.item.shard
-        keeper = asyncio.ensure_future(keep_lease(board, lease, sleep=sleep, call=call))
+        keeper = asyncio.ensure_future(keep_lease(board, lease, sleep=sleep, call=renew_and_touch))
         job = asyncio.ensure_future(run_bucket(lease))
         try:
             done, _ = await asyncio.wait({job, keeper}, return_when=asyncio.FIRST_COMPLETED)
@@ -252,11 +259,12 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
         except Gone:
             out = BucketOutcome(bucket, True, method="none", error="")
             lease.item.cursor = {"result": {"ok": True, "gone": True}}
-            await call(board.finish, lease)
-        except LeaseLost as exc:
+            out = await record_done(lease, out)
+        except LeaseLost as exc:  # another worker has it now: not ours to count as failed
             board.let_go(lease)
             failed.add(n)
-            out = BucketOutcome(bucket, False, error=f"another worker took it over ({exc})")
+            log.warning("purge job bucket taken over", bucket=bucket, error=str(exc)[:200])
+            return
         except (RgwkeeperError, CephError) as exc:
             failed.add(n)
             out = BucketOutcome(bucket, False, plan_id=str(lease.item.cursor.get("plan_id", "")), error=str(exc)[:300])
@@ -276,12 +284,15 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
             if report.ok:
                 lease.item.cursor = {"plan_id": report.plan_id, "result": {"ok": True, "method": report.method,
                                                                            "checks": len(report.checks)}}
-                await call(board.finish, lease)
+                out = await record_done(lease, out)
             else:
                 failed.add(n)
                 lease.item.cursor = {**lease.item.cursor, "error": "; ".join(out.checks_failed)[:300]}
-                await call(board.record, lease)
-                await call(board.release, lease)
+                try:
+                    await call(board.record, lease)
+                    await call(board.release, lease)
+                except (CephError, LeaseLost):
+                    board.let_go(lease)
         finally:
             for t in (job, keeper):
                 t.cancel()
@@ -291,16 +302,35 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
         if on_bucket is not None:
             on_bucket(out)
 
+    async def record_done(lease: Lease, out: BucketOutcome) -> BucketOutcome:
+        """Record the bucket done; a bucket purged and checked whose record cannot be written is
+        said so (its purge, taken again, finds its checkpoint done or the bucket gone)."""
+        try:
+            await call(board.finish, lease)
+        except (CephError, LeaseLost) as exc:
+            board.let_go(lease)
+            failed.add(lease.item.n)
+            return dataclasses.replace(out, ok=False, error=f"purged, but its item could not be recorded done: {exc}")
+        return out
+
     running: set[asyncio.Future[None]] = set()
     try:
         while True:
-            while len(running) < slots:
-                lease = await call(board.take, frozenset(failed | busy))
-                if lease is None:
-                    break
-                busy.add(lease.item.n)
-                running.add(asyncio.ensure_future(one(lease)))
-            snap = await call(board.read)
+            try:
+                while len(running) < slots:
+                    lease = await call(board.take, frozenset(failed | busy))
+                    if lease is None:
+                        break
+                    busy.add(lease.item.n)
+                    running.add(asyncio.ensure_future(one(lease)))
+                snap = await call(board.read)
+            except NoSuchJob:  # another worker finished the job and removed it
+                if running:
+                    await asyncio.wait(running)
+                    for f in running:
+                        f.result()
+                    running = set()
+                break
             left = [i.n for i in snap.items if i.state != DONE and i.n not in failed]
             if not left and not running:
                 break

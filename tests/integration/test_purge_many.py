@@ -106,9 +106,11 @@ def test_a_list_of_buckets_is_one_job_and_a_protected_name_in_it_refuses_the_who
     small = cli(ceph_cluster, tmp_path, "purge", "--buckets-from", str(listing), "--max-rate", "0.015", "--workers",
                 "2", "--yes", config=CONFIG, check=False)
     assert small.returncode == 2 and "below 0.01/s each: lower --workers" in small.stderr, small.stderr
-    done = cli(ceph_cluster, tmp_path, "purge", "--buckets-from", str(listing), "--yes", config=CONFIG)
-    assert f"{real}: purged (direct, purge " in done.stderr + done.stdout
-    assert f"{missing}: did not exist" in done.stderr + done.stdout
-    assert "2 of 2 buckets done" in done.stdout
+    # A listed name that does not exist is a failure (a typo must not read as done); the rest goes on.
+    done = cli(ceph_cluster, tmp_path, "purge", "--buckets-from", str(listing), "--yes", config=CONFIG, check=False)
+    assert done.returncode == 1, done.stderr[-1000:]
+    assert f"{real}: purged (direct, purge " in done.stdout
+    assert f"{missing}: not purged: bucket {missing!r} does not exist" in done.stderr
+    assert "1 of 2 buckets done" in done.stdout and "1 of 2 buckets not done (1 failed here" in done.stderr
     assert bucket_stats(ceph_cluster, real) is None
     assert bucket_stats(ceph_cluster, kept)["usage"]["rgw.main"]["num_objects"] == 30

@@ -252,3 +252,26 @@ def test_status_text_names_each_open_bucket_its_state_and_error():
     assert lines[1].startswith("  objects deleted: 10,")
     assert lines[2].startswith("  b-two: failed by host0:1 (taken 1x)") and "is protected" in lines[2]
     assert len(lines) == 3  # done buckets are counted, not listed
+
+
+def test_a_worker_that_finds_the_job_finished_and_removed_by_another_ends_ok():
+    _, _, (a, b) = job(2)
+
+    async def ok(lease):
+        return report(lease.item.shard), False
+
+    assert run(many.work(a, ok, slots=2, call=call)).ok
+    a.discard()  # run_many removes a finished job
+    late = run(many.work(b, ok, slots=2, call=call))  # it used to exit with "no purge ... check the id"
+    assert late.ok and late.outcomes == []
+
+
+def test_a_mirrored_lifecycle_memo_with_a_date_is_written(tmp_path):
+    import datetime
+
+    _, _, (a,) = job(1, buckets=["b-one"])
+    lease = a.take()
+    cp = many.MirroredCheckpoint(Checkpoint(tmp_path / "b-one.json"), a, lease, "planid000001")
+    when = datetime.datetime(2026, 11, 27, tzinfo=datetime.timezone.utc)
+    cp.save(State(plan={}, step=1, memo={"previous_rules": [{"Expiration": {"Date": when}}]}))
+    assert a.read().items[0].cursor["state"]["memo"] == {"previous_rules": [{"Expiration": {"Date": str(when)}}]}
