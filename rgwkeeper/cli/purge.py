@@ -229,6 +229,10 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
             return _join_many(join_id, request, workers, yes, as_json, kwargs)
         return _join(join_id, request, workers, yes, as_json, kwargs)
     if many:
+        if method == "lifecycle":
+            raise UsageError("--method lifecycle: not in a job of several buckets (a worker that loses a bucket "
+                             "mid-run would put its rules back under the next owner); for rules over many buckets "
+                             "use rgwkeeper expire (nothing was changed)")
         given = [f for f, v in (("--raise-full-ratio", raise_full_ratio), ("--metrics-textfile", metrics_textfile))
                  if v is not None]
         if given:

@@ -445,11 +445,16 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
         body = json.dumps(plan.to_dict(), sort_keys=True, default=str)
         if not await asyncio.to_thread(board.store.omap_set_if, board.oid, f"owner.{n}", lease.cookie, {key: body}):
             raise LeaseLost(f"{board.oid} {lease.item.key}", "taken over by another worker")
-    prepared.checkpoint = many.MirroredCheckpoint(prepared.checkpoint, board, lease, plan.plan_id)
-    with contextlib.ExitStack() as stack:
-        sub = stack.enter_context(open_board(io.rados, plan.plan_id, pool=pool, lease_s=purge_cfg.item_lease_s,
-                                             create_pool=False, workers=1)) if uses_items(plan) else None
-        report = await run(prepared, io, purge_cfg=purge_cfg, board=sub, workers=1)
+    mirrored = many.MirroredCheckpoint(prepared.checkpoint, board, lease, plan.plan_id)
+    prepared.checkpoint = mirrored
+    try:
+        with contextlib.ExitStack() as stack:
+            sub = stack.enter_context(open_board(io.rados, plan.plan_id, pool=pool, lease_s=purge_cfg.item_lease_s,
+                                                 create_pool=False, workers=1)) if uses_items(plan) else None
+            report = await run(prepared, io, purge_cfg=purge_cfg, board=sub, workers=1)
+        await asyncio.to_thread(mirrored.flush)
+    finally:
+        mirrored.close()
     return report, prepared.resuming
 
 

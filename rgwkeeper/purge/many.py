@@ -18,6 +18,7 @@ docs/purge.md, "Many buckets as one job".
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import fnmatch
 import hashlib
@@ -39,7 +40,7 @@ log = structlog.get_logger("rgwkeeper.purge.many")
 
 KIND = "buckets"
 #: More buckets than this in one job is refused: split the list or narrow the pattern.
-MAX_BUCKETS = 100_000
+MAX_BUCKETS = 50_000  # three omap keys each: under osd_deep_scrub_large_omap_object_key_threshold (200,000)
 #: The filters a job's buckets share: every PurgeRequest field but the bucket.
 FILTERS = ("prefix", "method", "older_than_s", "larger_than", "smaller_than")
 
@@ -148,19 +149,49 @@ def plan_key(n: int) -> str:
 class MirroredCheckpoint(Checkpoint):
     """The bucket's local checkpoint, and at every save the same state (without the plan, which
     is in ``plan.<n>``) in its item, compared against the lease in the same write: a worker that
-    lost the bucket writes nothing more there (LeaseLost)."""
+    lost the bucket writes nothing more there (LeaseLost).
+
+    The RADOS write runs on a thread of its own, in order, so a slow OSD does not stall the
+    event loop (and with it every lease's renewal); its failure is raised by the next save, and
+    ``flush`` waits for the last one before the bucket is recorded done."""
 
     def __init__(self, local: Checkpoint, board: Board, lease: Lease, plan_id: str) -> None:
         super().__init__(local.path, local.lock_path)
         self.board, self.lease, self.plan_id = board, lease, plan_id
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mirror")
+        self._last: concurrent.futures.Future[None] | None = None
+        self._error: BaseException | None = None
 
     def save(self, state: State) -> None:
+        self._raise_if_failed()
         super().save(state)
         self.lease.item.cursor = {"plan_id": self.plan_id,
-                                  "state": {k: v for k, v in state.__dict__.items() if k != "plan"}}
+                                  "state": json.loads(json.dumps({k: v for k, v in state.__dict__.items() if k != "plan"},
+                                                                 default=str))}
         self.lease.item.counters = {k: int(v) for k, v in state.counters.items()
                                     if k in ("objects_deleted", "bytes_deleted")}
-        self.board.record(self.lease)
+        self._last = self._writer.submit(self._write)
+
+    def _write(self) -> None:
+        if self._error is not None:
+            return
+        try:
+            self.board.record(self.lease)
+        except BaseException as exc:  # noqa: BLE001 - kept for the caller's thread
+            self._error = exc
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def flush(self) -> None:
+        """Wait for the last mirror write (blocking: run it on a thread); raise its failure."""
+        if self._last is not None:
+            self._last.result()
+        self._raise_if_failed()
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=False, cancel_futures=True)
 
 
 def mirrored_state(item_cursor: Mapping[str, Any], plan: Plan) -> State | None:

@@ -179,6 +179,7 @@ BAD = [
     ["purge", "--match", "b1*", "--join", "0123456789ab"],
     ["purge", "--match", "b1*", "--older-than", "nan"],
     ["purge", "--buckets-from", "/nonexistent/rgwkeeper-list"],
+    ["purge", "--match", "b1*", "--method", "lifecycle"],
     ["purge"],
     ["verify", "--maintenance", "none", "--baseline", "nan"],
     ["verify", "--maintenance", "none", "--window", "inf"],

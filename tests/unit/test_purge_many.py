@@ -160,6 +160,7 @@ def test_a_killed_workers_bucket_is_taken_over_after_its_lease_with_its_mirrored
     cp = many.MirroredCheckpoint(Checkpoint(tmp_path / "b-one.json"), dead, lease, "planid000001")
     cp.save(State(plan={"big": "plan"}, step=3, cursor={"after": "k42"}, counters={"objects_deleted": 42},
                   memo={"previous_rules": []}))
+    cp.flush()
     # SIGKILL: nothing released. Another worker finds the bucket held and waits for the lease.
     seen = []
 
@@ -181,8 +182,12 @@ def test_a_killed_workers_bucket_is_taken_over_after_its_lease_with_its_mirrored
     item = alive.read().items[0]
     assert item.takes == 2 and item.state == "done"
     # The dead worker's next save (had it lived on) lands nowhere: the lease is the new owner's.
+    cp.save(State(plan={}, step=4))  # the write runs on the mirror's thread, and fails there
     with pytest.raises(LeaseLost):
-        cp.save(State(plan={}, step=4))
+        cp.flush()
+    with pytest.raises(LeaseLost):  # and the next save says so before it writes anything
+        cp.save(State(plan={}, step=5))
+    cp.close()
     assert alive.read().items[0].state == "done"
 
 
@@ -274,4 +279,33 @@ def test_a_mirrored_lifecycle_memo_with_a_date_is_written(tmp_path):
     cp = many.MirroredCheckpoint(Checkpoint(tmp_path / "b-one.json"), a, lease, "planid000001")
     when = datetime.datetime(2026, 11, 27, tzinfo=datetime.timezone.utc)
     cp.save(State(plan={}, step=1, memo={"previous_rules": [{"Expiration": {"Date": when}}]}))
+    cp.flush()
+    cp.close()
     assert a.read().items[0].cursor["state"]["memo"] == {"previous_rules": [{"Expiration": {"Date": str(when)}}]}
+
+
+def test_a_slow_mirror_write_does_not_hold_up_the_save_and_later_states_win(tmp_path):
+    import threading
+
+    _, osd, (a,) = job(1, buckets=["b-one"])
+    lease = a.take()
+    cp = many.MirroredCheckpoint(Checkpoint(tmp_path / "b-one.json"), a, lease, "planid000001")
+    gate = threading.Event()
+    real_set_if = a.store.omap_set_if
+
+    def slow_set_if(*args):
+        gate.wait(10)
+        return real_set_if(*args)
+
+    a.store.omap_set_if = slow_set_if
+    state = State(plan={}, step=1, counters={"objects_deleted": 1})
+    cp.save(state)  # returns while the OSD "is slow"
+    state.counters["objects_deleted"] = 7  # the executor goes on counting: the write in flight keeps step 1's
+    state.step = 2
+    cp.save(state)
+    assert (tmp_path / "b-one.json").exists()
+    gate.set()
+    cp.flush()
+    cp.close()
+    item = a.read().items[0]
+    assert item.cursor["state"]["step"] == 2 and item.counters == {"objects_deleted": 7}
