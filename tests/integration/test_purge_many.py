@@ -114,3 +114,34 @@ def test_a_list_of_buckets_is_one_job_and_a_protected_name_in_it_refuses_the_who
     assert "1 of 2 buckets done" in done.stdout and "1 of 2 buckets not done (1 failed here" in done.stderr
     assert bucket_stats(ceph_cluster, real) is None
     assert bucket_stats(ceph_cluster, kept)["usage"]["rgw.main"]["num_objects"] == 30
+
+
+def test_the_same_job_started_on_two_admin_nodes_at_once_purges_each_bucket_once(ceph_cluster, s3, bucket_name,
+                                                                                  tmp_path):
+    """Two admin nodes (two processes, two state directories) run the same `--match` command at
+    the same moment: one job id, so both work one job; every bucket is purged by exactly one of
+    them and both end ok."""
+    base = bucket_name[:40]
+    job_buckets = [f"{base}-t-{c}" for c in "abcd"]
+    for b in job_buckets:
+        s3.create_bucket(Bucket=b)
+        fill(s3, b, 100, size=256)
+    nodes = [tmp_path / "node-1", tmp_path / "node-2"]
+    procs = []
+    for node in nodes:
+        node.mkdir()
+        argv = cli_argv(ceph_cluster, node, "purge", "--match", f"{base}-t-*", "--workers", "2", "--yes", "--json",
+                        config=CONFIG)
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      stdin=subprocess.DEVNULL, env=ceph_cluster.env()))
+    docs = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-2000:]
+        docs.append(json.loads(out))
+    assert docs[0]["job_id"] == docs[1]["job_id"]
+    purged = [o["bucket"] for d in docs for o in d["here"]]
+    assert sorted(purged) == job_buckets, docs  # each bucket once, by one node or the other
+    assert all(o["ok"] and o["objects_deleted"] == 100 for d in docs for o in d["here"])
+    for b in job_buckets:
+        assert bucket_stats(ceph_cluster, b) is None
