@@ -1,7 +1,9 @@
 """Many buckets as one purge job (`purge --match` / `--buckets-from`), on a real cluster: a worker
 killed mid-bucket, the job joined from another admin node (another state directory), the dead
 worker's bucket taken over from its mirrored checkpoint, every bucket's own end-state check, a
-protected bucket and a copy outside the job untouched."""
+protected bucket and a copy outside the job untouched. Tentacle in the suite (the job is
+release-independent: each bucket's purge is the one-bucket purge the release matrix covers);
+all three tests passed on Reef and Pacific too (2026-11-27, 68 s and 62 s with the boot)."""
 
 from __future__ import annotations
 
