@@ -297,14 +297,8 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
             log.warning("purge job bucket taken over", bucket=bucket, error=str(exc)[:200])
             return
         except (RgwkeeperError, CephError) as exc:
-            failed.add(n)
             out = BucketOutcome(bucket, False, plan_id=str(lease.item.cursor.get("plan_id", "")), error=str(exc)[:300])
-            lease.item.cursor = {**lease.item.cursor, "error": out.error}
-            try:
-                await call(board.record, lease)
-                await call(board.release, lease)
-            except (CephError, LeaseLost):
-                board.let_go(lease)
+            await record_failed(lease, out.error)
         else:
             c = report.counters
             out = BucketOutcome(bucket, report.ok, plan_id=report.plan_id, method=report.method,
@@ -317,13 +311,7 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
                                                                            "checks": len(report.checks)}}
                 out = await record_done(lease, out)
             else:
-                failed.add(n)
-                lease.item.cursor = {**lease.item.cursor, "error": "; ".join(out.checks_failed)[:300]}
-                try:
-                    await call(board.record, lease)
-                    await call(board.release, lease)
-                except (CephError, LeaseLost):
-                    board.let_go(lease)
+                await record_failed(lease, "; ".join(out.checks_failed)[:300])
         finally:
             for t in (job, keeper):
                 t.cancel()
@@ -332,6 +320,17 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
         outcomes.append(out)
         if on_bucket is not None:
             on_bucket(out)
+
+    async def record_failed(lease: Lease, error: str) -> None:
+        """Keep the bucket's error in its item for --status and let it go at once (not left to
+        run out): the next run takes it again; this one does not."""
+        failed.add(lease.item.n)
+        lease.item.cursor = {**lease.item.cursor, "error": error}
+        try:
+            await call(board.record, lease)
+            await call(board.release, lease)
+        except (CephError, LeaseLost):
+            board.let_go(lease)
 
     async def record_done(lease: Lease, out: BucketOutcome) -> BucketOutcome:
         """Record the bucket done; a bucket purged and checked whose record cannot be written is
