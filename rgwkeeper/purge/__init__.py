@@ -39,7 +39,7 @@ from rgwkeeper.observe import read_full_state
 from rgwkeeper.snapshot import FullState
 from rgwkeeper.purge import impact
 from rgwkeeper.purge import many
-from rgwkeeper.purge.board import Board, Lease, LeaseLost, NoSuchJob, Snapshot
+from rgwkeeper.purge.board import Board, Lease, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.pacing import RateCap
 from rgwkeeper.purge.execute import Check, JoinReport, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
@@ -56,7 +56,7 @@ from rgwkeeper.purge.textfile import ProgressTextfile
 
 log = structlog.get_logger("rgwkeeper.purge")
 
-__all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "item_status", "items_view", "join", "open_board",
+__all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "items_view", "join", "open_board",
            "job_status", "many", "purge_job_bucket", "resume_prepared", "run_many",
            "request_differences", "uses_items", "valid_job_id", "worker_name",
            "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
@@ -384,14 +384,6 @@ def items_view(snap: Snapshot, *, now: float) -> dict[str, Any]:
             "eta_s": round(left / rate, 1) if left is not None and rate > 0 else None, "lease_s": lease_s}
 
 
-def item_status(rados: RadosAdapter, pool: str, job_id: str) -> Snapshot:
-    """The work items of purge ``job_id`` as they stand (blocking)."""
-    with open_board(rados, job_id, pool=pool, lease_s=30, workers=1) as board:
-        snap = board.read()
-        _stored_plan(board, snap)
-        return snap
-
-
 # -- many buckets as one job (purge.many) ---------------------------------------------------------
 
 async def resume_prepared(plan: Plan, state: State, io: PurgeIO, *, purge_cfg: PurgeSection,
@@ -424,7 +416,7 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
     checkpoint is mirrored into the item at every save. Returns the report and whether resumed."""
     n, bucket = lease.item.n, lease.item.shard
     key = many.plan_key(n)
-    stored = (await asyncio.to_thread(board.store.omap_get_keys, board.oid, [key])).get(key)
+    stored = await asyncio.to_thread(board.value, key)
     if stored and isinstance(lease.item.cursor.get("state"), dict):
         try:
             plan = Plan.from_dict(json.loads(stored))
@@ -442,9 +434,7 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
                 raise  # a name the operator listed: a typo must not read as done
             raise many.Gone(bucket) from None
         plan = prepared.plan
-        body = json.dumps(plan.to_dict(), sort_keys=True, default=str)
-        if not await asyncio.to_thread(board.store.omap_set_if, board.oid, f"owner.{n}", lease.cookie, {key: body}):
-            raise LeaseLost(f"{board.oid} {lease.item.key}", "taken over by another worker")
+        await asyncio.to_thread(board.record_value, lease, key, json.dumps(plan.to_dict(), sort_keys=True, default=str))
     mirrored = many.MirroredCheckpoint(prepared.checkpoint, board, lease, plan.plan_id)
     prepared.checkpoint = mirrored
     try:

@@ -285,6 +285,17 @@ class Board:
             if self._records >= self._crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    def value(self, key: str) -> str | None:
+        """Another key of the board (not an item's): one read of that key only."""
+        return self.store.omap_get_keys(self.oid, [key]).get(key)
+
+    def record_value(self, lease: Lease, key: str, value: str) -> None:
+        """Write ``key`` beside the item while we still own it (compared as a record is); LeaseLost if not."""
+        if not self.valid(lease):
+            raise LeaseLost(f"{self.oid} {lease.item.key}", f"the lease ran out before {key} was written")
+        if not self.store.omap_set_if(self.oid, f"owner.{lease.item.n}", lease.cookie, {key: value}):
+            raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker")
+
     def finish(self, lease: Lease) -> None:
         lease.item.state = DONE
         self.record(lease)

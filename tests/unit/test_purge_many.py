@@ -309,3 +309,16 @@ def test_a_slow_mirror_write_does_not_hold_up_the_save_and_later_states_win(tmp_
     cp.close()
     item = a.read().items[0]
     assert item.cursor["state"]["step"] == 2 and item.counters == {"objects_deleted": 7}
+
+
+def test_a_value_beside_an_item_is_written_only_by_its_owner():
+    clock, _, (a, b) = job(2, buckets=["b-one"])
+    lease = a.take()
+    a.record_value(lease, many.plan_key(0), '{"plan": 1}')
+    assert b.value(many.plan_key(0)) == '{"plan": 1}' and b.value("plan.000009") is None
+    clock.t += 31  # a's lease ran out on the OSD's clock; b takes the bucket over
+    taken = b.take()
+    assert taken is not None
+    with pytest.raises(LeaseLost):
+        a.record_value(lease, many.plan_key(0), '{"plan": "stale"}')
+    assert b.value(many.plan_key(0)) == '{"plan": 1}'
