@@ -131,10 +131,12 @@ rgw_start_and_wait() {  # until the pid file names a new, running RGW (at most 6
   done
   return 1
 }
-rgw_how_it_ended() {  # "exit N" or "signal NAME", from the status of the reaped child
+rgw_how_it_ended() {  # sets rgw_how: "exit N" or "signal NAME", from the status of the reaped child
+  # Called in this shell, never in $(...): a subshell forked while RGW was still an unreaped
+  # zombie is not its parent, and its wait said "exit 127" (a CI run saw that for a SIGKILL).
   local rc=0
   wait "$1" 2>/dev/null || rc=$?
-  if ((rc > 128)); then echo "signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"; else echo "exit $rc"; fi
+  if ((rc > 128)); then rgw_how="signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"; else rgw_how="exit $rc"; fi
 }
 rgw_record_death() {  # the log since this RGW started, the lines that say why, any crash report
   local n=$1 pid=$2 how=$3 out="$C/log/rgw-died-$1.log"
@@ -201,7 +203,8 @@ while sleep 0.2; do
   if [[ ! -e "$C/state/rgw-restart" ]]; then
     rgw_pid_alive "$rgw_child" && continue
     pid=$rgw_child
-    how=$(rgw_how_it_ended "$pid")
+    rgw_how_it_ended "$pid"
+    how=$rgw_how
     deaths=$((deaths + 1))
     echo "== $(date +%T) rgw (pid $pid) ended without being asked to ($how): starting it again"
     rgw_record_death "$deaths" "$pid" "$how"
