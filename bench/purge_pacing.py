@@ -16,6 +16,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 - ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
   seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
 - any rgwkeeper mode with ``@nice`` after it (``cap:450@nice``): the purge runs under ``nice -n 19``;
+- any rgwkeeper mode with ``@idle`` after it (``cap:450@idle``): the purge runs under ``chrt --idle 0``
+  (the SCHED_IDLE CPU policy; util-linux); ``@nice`` and ``@idle`` together are refused;
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -94,18 +96,21 @@ MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock
 RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 
 
-#: What may follow an rgwkeeper mode: ``@index`` (list by index shard) and ``@nice`` (the purge
+#: What may follow an rgwkeeper mode: ``@index`` (list by index shard), ``@nice`` (the purge
 #: runs under ``nice -n 19``: is it the purge process's own CPU, on a host whose cores the OSDs
-#: and RGW share, that costs ingest?).
-SUFFIXES = ("index", "nice")
+#: and RGW share, that costs ingest?) and ``@idle`` (the purge runs under ``chrt --idle 0``, the
+#: SCHED_IDLE policy: CPU only when nothing else wants it); ``@nice`` and ``@idle`` exclude each other.
+SUFFIXES = ("index", "nice", "idle")
 
 
 def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
-    """``cap:450@index@nice`` -> ("cap:450", ("index", "nice")); each suffix at most once."""
+    """``cap:450@index@nice`` -> ("cap:450", ("index", "nice")); each suffix at most once, not @nice with @idle."""
     base, *suffixes = text.split("@")
     if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES for x in suffixes)
                      or len(set(suffixes)) != len(suffixes)):
-        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index and @nice, once each")
+        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index, @nice and @idle, once each")
+    if "nice" in suffixes and "idle" in suffixes:
+        raise ValueError(f"mode {text!r}: @nice and @idle exclude each other (pick one CPU policy)")
     return base, tuple(suffixes)
 
 
@@ -159,9 +164,13 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
     how = ["--impact", kind] if kind in ("low", "normal") else []
     if kind != "normal":  # normal picks its own method (admin-purge) and refuses another
         how += ["--method", args.method]
-    nice = ["nice", "-n", "19"] if "nice" in suffixes_of(mode)[1] else []
-    return ["--maintenance-cmd", shlex.join([*nice, sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
-                                             "--json", "--config", str(purge_cfg), *_cluster_flags(info)])]
+    suffixes = suffixes_of(mode)[1]
+    nice = ["nice", "-n", "19"] if "nice" in suffixes else ["chrt", "--idle", "0"] if "idle" in suffixes else []
+    cmd = shlex.join([*nice, sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
+                      "--json", "--config", str(purge_cfg), *_cluster_flags(info)])
+    if getattr(args, "keep", None):  # verify discards the command's stdout: keep the purge's report (its steps' times)
+        cmd = shlex.join(["sh", "-c", f"exec {cmd} > {shlex.quote(str(purge_cfg.with_suffix('.report.json')))}"])
+    return ["--maintenance-cmd", cmd]
 
 
 def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -236,6 +245,8 @@ def main() -> None:
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")
     p.add_argument("--plot", type=Path, default=None, help="write purge rate vs PUT p99 change, per run, as PNG")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="keep each run's verify result (per-second series, events) and purge config in this directory")
     args = p.parse_args()
     order = args.modes.split(",")
     for mode in order:
@@ -250,7 +261,9 @@ def main() -> None:
     with ExitStack() as stack:
         info = external_from_env() or stack.enter_context(ContainerCluster())
         os.environ["PATH"] = info.env()["PATH"]  # the cluster's own radosgw-admin for the purge
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        workdir = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
         for r in range(args.repeat):
             turn = order[r % len(order):] + order[:r % len(order)]  # each mode leads in turn
             for mode in turn:

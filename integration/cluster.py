@@ -99,6 +99,10 @@ BASE_OPTIONS: dict[str, dict[str, str]] = {
         "log_file": "/cluster/log/$cluster-$name.log",
         "rgw_enable_usage_log": "true",
         "rgw_reshard_thread_interval": "10",
+        # RGW queues a bucket for a dynamic reshard from its bucket-stats sync thread, every
+        # rgw_user_quota_bucket_sync_interval (180 s by default): tests of resharding would wait
+        # that long for the queue entry (docs/testing.md, "Dynamic resharding in the harness").
+        "rgw_user_quota_bucket_sync_interval": "5",
         # No rgw_lc_debug_interval here: with it RGW's own lifecycle worker runs non-stop, holds
         # the lc shard locks, and radosgw-admin lc process waits 5 s per busy lock
         # (bucket_lc_post) or skips the bucket (measured: 50 s per lc process with 40 buckets).

@@ -43,6 +43,11 @@ def textfile_problem(path: str) -> str | None:
     return None
 
 
+#: The smallest key range a huge index shard is cut into (purge.range_entries): each is an omap
+#: entry of the purge's board and a lease of its own.
+MIN_RANGE_ENTRIES = 100
+
+
 def opt(default: Any, doc: str, **bounds: Any) -> Any:
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata={"doc": doc, **bounds})
@@ -286,6 +291,13 @@ class PurgeSection:
         "purge's drop the index's own count must equal the heads removed, or the purge sweeps through S3 and stops if they "
         "still differ (docs/purge.md, \"Listing by index shard\").",
         choices=("s3", "index"))
+    range_entries: int = opt(
+        100_000, "With direct_listing 'index': keys per key-range work item cut from a huge index shard. When the "
+        "bucket's shards hold at least twice this many entries each (objects / shards), the worker that takes a "
+        "shard lists its keys ahead (keys only) and publishes a range of this many keys at a time as an item any "
+        "worker can take, then purges the rest itself; a bucket that would get over 5,000 ranges gets larger ones "
+        "(docs/purge.md, \"Key ranges\"). 0: shards are never cut.",
+        min=0, max=100_000_000)
     workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "
                        "`--workers N` overrides it.", min=1, max=64)
     item_lease_s: float = opt(
@@ -519,6 +531,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if g is not None and g.maintenance_window is not None and not _WINDOW_RE.fullmatch(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
     pu = sections.get("purge")
+    if pu is not None and 0 < pu.range_entries < MIN_RANGE_ENTRIES:
+        out.append(f"purge.range_entries must be 0 (shards are never cut) or at least {MIN_RANGE_ENTRIES} keys, "
+                   f"got {pu.range_entries}: each range is a work item of its own")
     if pu is not None and not rate_cap_ok(pu.max_objects_per_second):
         out.append(f"purge.max_objects_per_second must be 0 (no cap) or at least {MIN_PURGE_RATE}, "
                    f"got {pu.max_objects_per_second}")

@@ -98,6 +98,13 @@ class AdminApi:
     async def user_info(self, uid: str) -> dict[str, Any]:
         return await self.arequest("get", "user", {"uid": uid})
 
+    async def user_buckets(self, uid: str) -> list[str]:
+        """Names of the buckets linked to a user (``GET /admin/bucket?uid=U``, caps buckets=read):
+        what ``radosgw-admin bucket list --uid U`` prints."""
+        from rgwkeeper.adapters.radosgw_admin import validate_uid
+
+        return list(await self.arequest("get", "bucket", {"uid": validate_uid(uid)}) or [])
+
     # -- changes ---------------------------------------------------------------------------------
     @staticmethod
     def bucket_quota_params(uid: str, bucket: str, *, max_objects: int, max_size_kb: int,

@@ -15,7 +15,7 @@ import contextlib
 import errno
 import json
 import threading
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import structlog
 
@@ -622,31 +622,52 @@ class BulkObjects:
 
         return await self._call(f"list {prefix}*", run, self.rados.access.timeout_s * (2 + max_scanned / 2000))
 
+    def _omap_rows(self, oid: str, start: Callable[[Any, Any], tuple[Any, int]]) -> Iterator[tuple[str | None, bytes]]:
+        """Run one omap read (``start(ioctx, op)`` adds it to the op) and yield its rows in key
+        order. python-rados decodes keys as strict UTF-8: a key it cannot decode (cls_rgw's special
+        index entries start with byte 0x80) comes as None, in its place (the iterator has moved
+        past it). Blocking: call it from a worker thread."""
+        import rados as rados_mod
+
+        with rados_mod.ReadOpCtx() as op:
+            it, _ = start(self._ioctx(False), op)
+            self._ioctx(False).operate_read_op(op, oid)
+            while True:
+                try:
+                    key, value = next(it)
+                except StopIteration:
+                    return
+                except UnicodeDecodeError:
+                    yield None, b""
+                    continue
+                yield key, value or b""
+
     async def omap_page(self, oid: str, after: str, max_entries: int, *,
                         prefix: str = "") -> list[tuple[str | None, bytes]]:
         """Up to ``max_entries`` omap entries of ``oid`` after the key ``after`` (and starting with
         ``prefix``, if given), in key order; fewer when the OSD caps a read
-        (``osd_max_omap_entries_per_request``), none after the last. python-rados decodes keys as
-        strict UTF-8: a key it cannot decode (cls_rgw's special index entries start with byte
-        0x80) comes as None, in its place (the iterator has moved past it)."""
+        (``osd_max_omap_entries_per_request``), none after the last; None for a key python-rados
+        cannot decode."""
         def run() -> list[tuple[str | None, bytes]]:
-            import rados as rados_mod
-
-            out: list[tuple[str | None, bytes]] = []
-            with rados_mod.ReadOpCtx() as op:
-                it, _ = self._ioctx(False).get_omap_vals(op, after, prefix, max_entries)
-                self._ioctx(False).operate_read_op(op, oid)
-                while True:
-                    try:
-                        key, value = next(it)
-                    except StopIteration:
-                        return out
-                    except UnicodeDecodeError:
-                        out.append((None, b""))
-                        continue
-                    out.append((key, value or b""))
+            return list(self._omap_rows(oid, lambda io, op: io.get_omap_vals(op, after, prefix, max_entries)))
 
         return await self._call(f"{oid} omap list", run, self.rados.access.timeout_s + 2)
+
+    async def omap_keys_page(self, oid: str, after: str, max_entries: int, *, prefix: str = "") -> list[str | None]:
+        """As omap_page, keys only (the values are not read): up to ``max_entries`` keys after
+        ``after`` starting with ``prefix``; None for a key python-rados cannot decode."""
+        def run() -> list[str | None]:
+            out: list[str | None] = []
+            # get_omap_keys has no prefix filter: read a page and stop at the first key past it.
+            for key, _ in self._omap_rows(oid, lambda io, op: io.get_omap_keys(op, after or prefix, max_entries)):
+                if prefix and (key is None or not key.startswith(prefix)):
+                    if key is None or key > prefix:
+                        break
+                    continue
+                out.append(key)
+            return out
+
+        return await self._call(f"{oid} omap keys", run, self.rados.access.timeout_s + 2)
 
     async def get_xattr(self, oid: str, name: str, *, locator: str = "") -> bytes | None:
         """One xattr of an object; None if the object or the xattr does not exist."""

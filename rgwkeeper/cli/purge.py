@@ -631,6 +631,9 @@ def _purge_many(patterns: tuple[str, ...], buckets_from: str | None, request: Pu
         purge_cfg = dataclasses.replace(purge_cfg, max_objects_per_second=cap / slots)
     io = purge_api.open_io(access, purge_cfg)
     try:
+        # First: on a full cluster even the bucket listing waits (radosgw-admin bucket list).
+        _run_async(purge_api.job_full_gate, io,
+                   f"{len(names)} buckets" if names is not None else f"the buckets matching {' '.join(patterns_)}")
         store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
         try:  # read-only: nothing (not even the pool) is created before the confirmation
             existing, is_many = purge_api.job_status(io.rados, cfg.daemon.pool, job) if not dry_run else (None, True)

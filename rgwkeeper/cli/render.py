@@ -329,7 +329,9 @@ def render_items(job_id: str, view: Mapping[str, Any]) -> list[str]:
     open_items = [i for i in view["items"] if i["state"] != "done"]
     for i in open_items[:ITEM_ROWS]:
         ago = f", last record {i['last_record_s_ago']:.0f} s ago" if i["last_record_s_ago"] is not None else ""
-        lines.append(f"  item {i['item']:>5} {i['shard']}: {i['state']}"
+        what = (f"{i['shard']} keys up to {i['range_last']!r} (a range of item {i['range_of']})"
+                if i.get("range_of") is not None else i["shard"] + (" (cutting key ranges)" if i.get("cutting") and i["takes"] else ""))
+        lines.append(f"  item {i['item']:>5} {what}: {i['state']}"
                      + (f" by {i['worker']} (taken {i['takes']}x){ago}, {i['objects_deleted']:,} objects"
                         if i["takes"] else ""))
     if len(open_items) > ITEM_ROWS:

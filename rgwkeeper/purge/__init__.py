@@ -31,7 +31,7 @@ from rgwkeeper.adapters.connect import REQUIRED, open_adapters
 from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.config import Config, PurgeSection
-from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
+from rgwkeeper.errors import CephError, ClusterFull, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
 from rgwkeeper.names import is_job_id
@@ -50,7 +50,7 @@ from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, ap
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected, listable_by_index
 from rgwkeeper.purge.plan import FreeWhileFull, free_first
 from rgwkeeper.purge.plan import plan as _plan
-from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, gather_profile
+from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, bucket_id_now, gather_profile
 from rgwkeeper.purge.scope import read_prefix_scope, read_rgw_clock
 from rgwkeeper.purge.textfile import ProgressTextfile
 
@@ -100,7 +100,7 @@ def tuning_from(purge_cfg: PurgeSection) -> Tuning:
                   rados_ops_in_flight=purge_cfg.rados_ops_in_flight,
                   max_concurrent_ios=purge_cfg.admin_max_concurrent_ios,
                   long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size,
-                  direct_listing=purge_cfg.direct_listing,
+                  direct_listing=purge_cfg.direct_listing, range_entries=purge_cfg.range_entries,
                   max_objects_per_second=purge_cfg.max_objects_per_second,
                   cap_objects_per_request=RateCap(purge_cfg.max_objects_per_second,
                                                   request_s=purge_cfg.cap_request_s).chunk(1000)
@@ -324,13 +324,10 @@ async def join(board: Board, request: PurgeRequest, io: PurgeIO, *, purge_cfg: P
         raise UsageError(f"purge {board.job_id}: every work item is done already; nothing to join")
     # The same bucket, not one re-created under its name since the purge began (its S3 deletes
     # go by name): the bucket's id must still be the plan's.
-    try:
-        stats = await io.admin_api.bucket_stats(plan.profile.bucket)
-    except NotFound:
-        stats = {}
-    if stats.get("id") != plan.profile.bucket_id:
+    now_id = await bucket_id_now(plan.profile.bucket, admin_api=io.admin_api, rgw=io.rgw)
+    if now_id != plan.profile.bucket_id:
         raise UsageError(f"--join {board.job_id}: bucket {plan.profile.bucket!r} is "
-                         + (f"now id {stats['id']}" if stats.get("id") else "gone")
+                         + (f"now id {now_id}" if now_id else "gone")
                          + f", not the purge's {plan.profile.bucket_id}; nothing was changed")
     board.lease_s = int(snap.spec["lease_s"])  # the purge's lease, whatever this node's config says
     return await _join(plan, io, board, workers=workers, settings=settings_from(purge_cfg), on_progress=on_progress,
@@ -375,6 +372,7 @@ def items_view(snap: Snapshot, *, now: float) -> dict[str, Any]:
         state = i.state if i.state == "done" else "waiting" if not i.takes else \
             "running" if ago is not None and ago <= lease_s else "stalled"
         items.append({"item": i.n, "shard": i.shard, "state": state, "worker": i.worker, "takes": i.takes,
+                      "range_of": i.of if i.of >= 0 else None, "range_last": i.last or None, "cutting": i.cutting,
                       "objects_deleted": i.counters.get("objects_deleted", 0),
                       "last_record_s_ago": round(ago, 1) if ago is not None else None})
     by_state = {k: sum(1 for i in items if i["state"] == k) for k in ("done", "running", "stalled", "waiting")}
@@ -394,10 +392,7 @@ async def resume_prepared(plan: Plan, state: State, io: PurgeIO, *, purge_cfg: P
     check_protected(bucket, purge_cfg.protected_buckets)
     # The same bucket, not one re-created under its name since (its S3 deletes go by name); a
     # bucket that is gone is the plan's own drop, resumed.
-    try:
-        now_id = (await io.admin_api.bucket_stats(bucket)).get("id")
-    except NotFound:
-        now_id = None
+    now_id = await bucket_id_now(bucket, admin_api=io.admin_api, rgw=io.rgw)
     if now_id is not None and now_id != plan.profile.bucket_id:
         raise UsageError(f"bucket {bucket!r} is now id {now_id}, not the id {plan.profile.bucket_id} its purge "
                          f"{plan.plan_id} began on: it was re-created; nothing of it was changed")
@@ -414,6 +409,15 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
     """Purge the bucket of job item ``lease`` (purge.many): resume the plan and state its item
     mirrors (a worker before us began it), else prepare it here and record the plan first; the
     checkpoint is mirrored into the item at every save. Returns the report and whether resumed."""
+    try:
+        return await _purge_job_bucket(board, lease, io, filters=filters, source=source, purge_cfg=purge_cfg,
+                                       store=store, pool=pool)
+    except ClusterFull as exc:  # the cluster became full during the job: the way on is each bucket alone
+        raise ClusterFull(f"{exc} (in a job: {JOB_FULL_REMEDY})") from None
+
+
+async def _purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: dict[str, Any], source: str,
+                            purge_cfg: PurgeSection, store: CheckpointStore, pool: str) -> tuple[PurgeReport, bool]:
     n, bucket = lease.item.n, lease.item.shard
     key = many.plan_key(n)
     stored = await asyncio.to_thread(board.value, key)
@@ -446,6 +450,21 @@ async def purge_job_bucket(board: Board, lease: Lease, io: PurgeIO, *, filters: 
     finally:
         mirrored.close()
     return report, prepared.resuming
+
+
+#: What a job says on a full cluster: it does not raise the full ratio (one raise, journaled and
+#: given back, belongs to one purge), so the way on is each bucket alone.
+JOB_FULL_REMEDY = ("a job of several buckets does not raise the full ratio: purge them one by one with "
+                   "--raise-full-ratio R (at most purge.max_full_ratio)")
+
+
+async def job_full_gate(io: PurgeIO, buckets: str) -> None:
+    """Before a job does anything (lists buckets, resumes, plans): on a full cluster it is refused
+    in one line (``buckets`` names them), since its items live in an object a full cluster will not
+    let it create, the bucket listing itself waits, and a job raises no ratio."""
+    full = await read_full_state(io.rados)
+    if full.full:
+        raise ClusterFull(full.refusal(f"purge of {buckets}", remedy=JOB_FULL_REMEDY))
 
 
 async def run_many(board: Board, io: PurgeIO, *, purge_cfg: PurgeSection, store: CheckpointStore, pool: str,

@@ -39,6 +39,10 @@ SAFETY_MARGIN = 0.25
 RENEWALS_PER_LEASE = 3
 
 TODO, DONE = "todo", "done"
+#: A key range cut from item ``n`` is item ``n + RANGE_STRIDE * k`` (k = 1, 2, ...): numbered per
+#: parent, so owners of different shards cutting at once never pick the same number (RGW's shard
+#: count stays below 65,536), and sorted after every shard's own item.
+RANGE_STRIDE = 1_000_000
 
 # Fault injection for the kill-and-take-over tests (as checkpoint.CRASH_ENV): the process kills
 # itself (SIGKILL, nothing released) right after its N-th record of a page with a cursor.
@@ -80,10 +84,23 @@ class Item:
     worker: str = ""  # the last worker that took it
     takes: int = 0  # how many times it was taken: more than 1 is a takeover or a resume
     updated: float = 0.0  # wall clock of its last record, for status only
+    #: A key range of the shard: its keys after ``cursor["after"]`` up to ``last`` (inclusive, a
+    #: key as python-rados reads it); "" for the rest of the shard.
+    last: str = ""
+    of: int = -1  # the item this range was cut from; -1 for a shard's own item
+    #: A shard's own item that may still cut key ranges off its front (a huge shard): its owner
+    #: lists ahead and publishes them before it purges what is left (docs/purge.md, "Key ranges").
+    cutting: bool = False
+    cuts: int = 0  # ranges cut so far: the next one is numbered from it
 
     @property
     def key(self) -> str:
         return f"item.{self.n:06d}"
+
+    def range_item(self, after: str, last: str) -> "Item":
+        """The next range cut from this item: keys after ``after`` up to ``last``."""
+        return Item(self.n + RANGE_STRIDE * (self.cuts + 1), self.shard, cursor={"after": after} if after else {},
+                    last=last, of=self.n)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, default=str)  # a mirrored memo may hold a rule's datetime
@@ -124,6 +141,9 @@ class Lease:
     cookie: str
     valid_until: float
     closed: bool = False  # released or finished: a renewal still on its way must not take it again
+    #: A cut whose write failed without saying whether it landed (a lost reply): the next try
+    #: reads the item first instead of writing the range again over what others did with it.
+    cut_unsure: bool = False
     #: Held by a renewal's lock call and by the release: a renewal that started before the
     #: release cannot land after it (and lock the item again for a whole lease).
     guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -150,16 +170,17 @@ class Board:
         self.holding: set[int] = set()
 
     # -- the spec and the items ---------------------------------------------------------------
-    def publish(self, spec: Mapping[str, Any], shards: list[str], run: Mapping[str, Any] | None = None) -> bool:
-        """Create the items, one per shard, unless this purge has them already (a resumed run:
-        they are kept as they stand), and write this run's ``run`` fields (they override the
-        spec's). True if created now."""
+    def publish(self, spec: Mapping[str, Any], shards: list[str], run: Mapping[str, Any] | None = None, *,
+                cutting: bool = False) -> bool:
+        """Create the items, one per shard (``cutting``: each may cut key ranges off itself),
+        unless this purge has them already (a resumed run: they are kept as they stand), and
+        write this run's ``run`` fields (they override the spec's). True if created now."""
         body = json.dumps({"format": FORMAT, **spec}, sort_keys=True)
         self.store.omap_set(self.oid, {RUN_KEY: json.dumps(dict(run or {}), sort_keys=True)})
-        items = {i.key: i.to_json() for i in (Item(n, s) for n, s in enumerate(shards))}
+        items = {i.key: i.to_json() for i in (Item(n, s, cutting=cutting) for n, s in enumerate(shards))}
         if self.store.omap_set_if(self.oid, SPEC_KEY, "", {SPEC_KEY: body, **items}):
             return True
-        have = [i.shard for i in self.read().items]
+        have = [i.shard for i in self.read().items if i.of < 0]
         if have != shards:
             raise CephError(self.oid, f"holds items of {len(have)} other index shards than the plan's {len(shards)}; "
                             "nothing was changed")
@@ -272,18 +293,50 @@ class Board:
                 raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker") from None
             lease.valid_until = self._valid_from(t0)
 
-    def record(self, lease: Lease) -> None:
-        """Write the item (its cursor, counters, state) while we still own it; LeaseLost if not."""
+    def record(self, lease: Lease, *also: Item) -> None:
+        """Write the item (its cursor, counters, state) while we still own it; LeaseLost if not.
+        ``also``: new items written in the same compared op (key ranges cut from it)."""
         if not self.valid(lease):
             raise LeaseLost(f"{self.oid} {lease.item.key}", "the lease ran out before the record")
         lease.item.updated = self.wall()
-        if not self.store.omap_set_if(self.oid, f"owner.{lease.item.n}", lease.cookie,
-                                      {lease.item.key: lease.item.to_json()}):
+        values = {i.key: i.to_json() for i in also}
+        values[lease.item.key] = lease.item.to_json()
+        if not self.store.omap_set_if(self.oid, f"owner.{lease.item.n}", lease.cookie, values):
             raise LeaseLost(f"{self.oid} {lease.item.key}", "taken over by another worker")
         if self._crash_after and lease.item.cursor.get("after"):
             self._records += 1
             if self._records >= self._crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
+
+    def cut(self, lease: Lease, after: str, last: str) -> Item:
+        """Publish the range of keys after ``after`` up to ``last`` as a new item, and move this
+        item's cursor past it, in one compared write: a worker that takes the item over resumes
+        cutting after the last range published, never cuts one twice. LeaseLost if not ours."""
+        item = lease.item
+        rng = item.range_item(after, last)
+        if lease.cut_unsure:
+            # Did the last try land? Only this lease writes the item, so what it holds is ours;
+            # writing the range again would reset it, and another worker may have taken it since.
+            raw = self.store.omap_get_keys(self.oid, [item.key, f"owner.{item.n}"])
+            if raw.get(f"owner.{item.n}") != lease.cookie:
+                raise LeaseLost(f"{self.oid} {item.key}", "taken over by another worker")
+            stored = Item.from_json(raw[item.key])
+            lease.cut_unsure = False
+            if stored.cuts == item.cuts + 1 and stored.cursor == {"after": last}:
+                item.cursor, item.cuts = stored.cursor, stored.cuts
+                return rng  # it landed
+        before = (dict(item.cursor), item.cuts)
+        item.cursor, item.cuts = {"after": last}, item.cuts + 1
+        try:
+            self.record(lease, rng)
+        except LeaseLost:
+            item.cursor, item.cuts = before
+            raise
+        except BaseException:
+            item.cursor, item.cuts = before  # not known to be written: the next try reads the item first
+            lease.cut_unsure = True
+            raise
+        return rng
 
     def value(self, key: str) -> str | None:
         """Another key of the board (not an item's): one read of that key only."""

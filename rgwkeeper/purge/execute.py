@@ -30,7 +30,7 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.s3 import S3Adapter
-from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
+from rgwkeeper.errors import CephError, ClusterFull, CommandFailed, NotFound, UsageError
 from rgwkeeper.observe import read_full_state
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
@@ -38,11 +38,12 @@ from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost, N
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
-from rgwkeeper.purge.lister import Entry, IndexLister, Lister
+from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
+from rgwkeeper.purge.profile import bucket_id_now, confirmed_bucket_stats
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
 from rgwkeeper.purge.verifier import Check, Verifier
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
@@ -172,7 +173,7 @@ class PurgeExecutor:
         self._head_limiter = Limiter(lambda: 1, share=lambda: self.pacer.duty(n), clock=clock, sleep=sleep)
         self.heads = self._head_deleter(self.ledger)
         self.verifier = Verifier(p, rgw=io.rgw, bulk=io.bulk, lister=self.lister, created_at=plan.created_at,
-                                 scan_max_objects=settings.verify_scan_max_objects)
+                                 scan_max_objects=settings.verify_scan_max_objects, admin=io.admin_api)
         self.probe: Probe | None = None
         self.t0 = clock()
         self._s3_counts = io.s3.endpoints.counts()
@@ -233,13 +234,43 @@ class PurgeExecutor:
     async def _s3(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.threads.call(what, fn, *args, **kwargs)
 
-    async def _admin(self, args: tuple[str, ...], *, long: bool = False, missing_ok: bool = False) -> None:
+    async def _admin(self, args: tuple[str, ...], *, long: bool = False, missing_ok: bool = False,
+                     by_name: bool = False) -> None:
+        """Run one radosgw-admin step. One that crashed (an assert or a fault, not a refusal and
+        not a kill) is run once more before the purge fails, as a resume would run it:
+        radosgw-admin 20.2.4 has aborted in the middle of `bucket rm --purge-objects`
+        (docs/purge.md, "When radosgw-admin crashes"). A step that names the bucket by name
+        (``by_name``: bucket rm, metadata rm bucket:B) runs again only while that name is still
+        the planned bucket, as a resume checks: the crash may have freed the name for a new one."""
         timeout = self.plan.tuning.long_timeout_s if long else None
-        try:
-            await self.io.rgw.run(*args, timeout=timeout)
-        except NotFound:
-            if not missing_ok:
-                raise
+        for again in (False, True):
+            try:
+                await self.io.rgw.run(*args, timeout=timeout)
+                return
+            except NotFound:
+                if not missing_ok:
+                    raise
+                return
+            except CommandFailed as exc:
+                if exc.signal_name is None or again:
+                    raise
+                log.warning("purge radosgw-admin crashed, running it again", plan=self.plan.plan_id,
+                            command=exc.request, crash=exc.detail)
+                if by_name and not await self._still_the_planned_bucket(exc):
+                    return
+
+    async def _still_the_planned_bucket(self, crash: CommandFailed) -> bool:
+        """Before a step by name runs again: False if the bucket is gone (the crashed run got
+        that far), True if the name still holds the planned bucket; a bucket of that name with
+        another id stops the purge."""
+        p = self.plan.profile
+        now_id = await bucket_id_now(p.bucket, admin_api=self.io.admin_api, rgw=self.io.rgw)
+        if now_id is None:
+            return False
+        if now_id != p.bucket_id:
+            raise PurgeFailed(crash.request, f"crashed, and bucket {p.bucket!r} now has id {now_id} (planned "
+                              f"{p.bucket_id}): re-created meanwhile; nothing more was removed")
+        return True
 
     def _probe(self) -> Probe | None:
         """The pacing probe; none when not paced, and none on a full cluster without a raise,
@@ -479,7 +510,8 @@ class PurgeExecutor:
                 "lease_s": self.board.lease_s}
         # A resumed run may hold another cap or lease than the first: joins follow this run's.
         run = {"lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
-        created = await self._board(self.board.publish, spec, list(p.index_shards), run)
+        created = await self._board(functools.partial(self.board.publish, spec, list(p.index_shards), run,
+                                                      cutting=self.plan.tuning.cuts_shards(p)))
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
                  created=created, workers=self.workers, board=self.board.oid)
         await self.run_items(step, counted_from=before)
@@ -533,6 +565,10 @@ class PurgeExecutor:
                 raise
             if snap is not None:
                 left = [i.n for i in snap.items if i.state != "done"]
+                if any(i.cutting for i in snap.items if i.state != "done"):
+                    # A huge shard's owner is still cutting ranges off it: more items may come.
+                    await self.time.sleep(ITEMS_POLL_S)
+                    continue
                 if all(n in board.holding for n in left):
                     return  # done, or the rest is this process's other workers'
                 try:
@@ -576,7 +612,8 @@ class PurgeExecutor:
         assert self.board is not None and (step.strategy == "s3" or self._data is not None)
         board, item, p = self.board, lease.item, self.plan.profile
         still = self._still_matching(step.scope) if step.recheck else None
-        lister = IndexLister(self.io.bulk(p.index_pool), [item.shard], self.threads, page_size=self._page_size)
+        lister = IndexLister(self.io.bulk(p.index_pool), [item.shard], self.threads, page_size=self._page_size,
+                             last=item.last)
         limiter, page_slots = self._item_limiter, self._item_pages
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
 
@@ -590,6 +627,8 @@ class PurgeExecutor:
             await self._board(board.record, lease)
 
         async def work() -> None:
+            if item.cutting:
+                await self._cut(lease, step.scope)
             cursor = {"shards": [item.cursor["after"]]} if item.cursor else {}
             try:
                 async for entries, resume_at in lister.pages(step.scope, cursor, filtered=step.recheck):
@@ -634,6 +673,32 @@ class PurgeExecutor:
         await self._board(board.finish, lease)
         log.info("purge item done", plan=self.plan.plan_id, item=item.n, counters=item.counters)
 
+    async def _cut(self, lease: Lease, scope: Scope) -> None:
+        """A huge shard's owner lists its keys ahead (keys only) and cuts a range off every
+        ``range_entries`` keys, publishing it as an item other workers take, until no more than
+        that is left: those the owner purges itself. Each cut moves the item's cursor past the
+        range in the same compared write, so an owner that takes the item over goes on cutting
+        where the last one stopped (docs/purge.md, "Key ranges")."""
+        assert self.board is not None
+        item, size = lease.item, self.plan.tuning.range_size(self.plan.profile)
+        at = item.cursor.get("after") or ""
+        counted, edge = 0, None
+        async for keys in key_pages(self.io.bulk(self.plan.profile.index_pool), item.shard, at, self.threads,
+                                    prefix=scope.prefix or "", page_size=self.plan.tuning.list_page_size):
+            for key in keys:
+                if edge is not None:  # a key follows the range's last one: the range is cut off
+                    rng = await self._board(self.board.cut, lease, at, edge)
+                    log.info("purge key range cut", plan=self.plan.plan_id, item=item.n, range=rng.n,
+                             after=at, last=edge)
+                    at, counted, edge = edge, 0, None
+                if key is None:
+                    continue  # cls_rgw's special entries: not objects, and no key to cut at
+                counted += 1
+                if counted >= size and edge is None and key > at:
+                    edge = key  # never "" or at the cursor: a key python-rados cut at a NUL byte
+        item.cutting = False
+        await self._board(self.board.record, lease)
+
     async def _keep(self, lease: Lease) -> None:
         assert self.board is not None
         await keep_lease(self.board, lease, sleep=self.time.sleep, call=self._board_once)
@@ -664,8 +729,12 @@ class PurgeExecutor:
         """The bucket's stats for the count check before the drop, through the admin API: the
         same document as `radosgw-admin bucket stats` (RGW reads the index shard headers), one
         HTTP request instead of a radosgw-admin process (docs/purge.md, "What limits the direct
-        path")."""
-        return await self.retry.call("bucket stats", lambda: self.io.admin_api.bucket_stats(self.plan.profile.bucket))
+        path"). NotFound only when radosgw-admin confirms it: "gone" skips the drop's checks."""
+        async def read() -> dict[str, Any]:
+            return (await confirmed_bucket_stats(self.plan.profile.bucket, admin_api=self.io.admin_api,
+                                                 rgw=self.io.rgw))[0]
+
+        return await self.retry.call("bucket stats", read)
 
     async def _step_drop_bucket(self, step: DropBucket) -> None:
         p = self.plan.profile
@@ -710,7 +779,7 @@ class PurgeExecutor:
             rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
             for (o, _), r in zip(shards, rets):
                 check_removed(p.index_pool, o, r)
-            await asyncio.gather(self._admin(step.entry_rm, missing_ok=True),
+            await asyncio.gather(self._admin(step.entry_rm, missing_ok=True, by_name=True),
                                  self._admin(step.instance_rm, missing_ok=True))
             await self._admin(step.stats_sync)
         finally:
@@ -800,7 +869,7 @@ class PurgeExecutor:
                                      "share them (tracker 73348); use --method auto; nothing was changed")
 
     async def _step_admin_bucket_rm(self, step: AdminBucketRm) -> None:
-        await self._while_polling(self._admin(step.bucket_rm, long=True))
+        await self._while_polling(self._admin(step.bucket_rm, long=True, by_name=True))
         self._space_free_at = self.time.clock()
         await self._admin(step.stats_sync)
 
@@ -1023,6 +1092,7 @@ async def join(plan: Plan, io: PurgeIO, board: Board, *, workers: int, settings:
         await ex.run_items(plan.step(DeleteObjects))
         try:
             snap = await ex._board(board.read)
+            items = len(snap.items)  # key ranges cut from huge shards are items too
             done = sum(1 for i in snap.items if i.state == "done")
         except NoSuchJob:
             done = items  # the purge finished meanwhile and removed its items

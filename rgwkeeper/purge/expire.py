@@ -182,7 +182,8 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
         else:
             try:
                 run = await lcrun.process_now(io.rgw, b, timeout_s=long_timeout_s, busy_wait_s=busy_wait_s,
-                                              poll_s=lc_poll_s)
+                                              poll_s=lc_poll_s, stale_s=lcrun.stale_after(debug),
+                                              held_hint="run expire again after that")
                 checks.append(Check("lc process", "ok", run.describe()))
             except lcrun.LifecycleBusy as exc:
                 checks.append(Check("lc process", "failed", exc.detail))  # the next bucket still gets its turn

@@ -41,6 +41,7 @@ class LifecycleBusy(CephError):
 class LcRun:
     runs: int = 0
     skipped: list[str] = field(default_factory=list)  # why each run that did nothing did nothing
+    crashes: int = 0  # runs that crashed (an assert or a fault): one is run again (_after_crash)
 
     def describe(self) -> str:
         if not self.skipped:
@@ -68,14 +69,21 @@ def started_s(entry: dict[str, Any]) -> float | None:
 STALE_PROCESSING_S = 2 * 86400
 
 
-def held_by_another(entry: dict[str, Any] | None, now: float) -> bool:
+def stale_after(lc_debug_interval_s: float) -> float:
+    """How long RGW holds a PROCESSING entry: two lifecycle days (rgw_lc_debug_interval > 0 makes
+    a day that many seconds)."""
+    return 2 * lc_debug_interval_s if lc_debug_interval_s > 0 else STALE_PROCESSING_S
+
+
+def held_by_another(entry: dict[str, Any] | None, now: float, stale_s: float = STALE_PROCESSING_S) -> bool:
     if entry is None or entry.get("status") != "PROCESSING":
         return False
     started = started_s(entry)
-    return started is not None and now - started < STALE_PROCESSING_S
+    return started is not None and now - started < stale_s
 
 
-def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: float) -> tuple[bool, str]:
+def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: float,
+              stale_s: float = STALE_PROCESSING_S) -> tuple[bool, str]:
     """Did a run started at ``t0`` process the bucket, judging by its entry before and after?
     And if not, why. A run that processed it and failed raises."""
     if after is None:
@@ -85,7 +93,7 @@ def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: f
     # ``started`` has whole seconds; only a run through all shards (RGW's own worker) stamps it.
     if started is not None and started >= int(t0):
         return True, ""
-    held = held_by_another(before, t0)
+    held = held_by_another(before, t0, stale_s)
     if not held and after.get("status") == "COMPLETE":
         return True, ""
     if not held and after.get("status") == "FAILED":
@@ -98,10 +106,41 @@ def ran_since(before: dict[str, Any] | None, after: dict[str, Any] | None, t0: f
     return False, f"its lifecycle entry is {after.get('status')} since {after.get('started')} (another LC worker)"
 
 
+#: What to do when a crashed run left the bucket's entry held (process_now's ``held_hint``).
+PURGE_HELD_HINT = "purge with --method direct or s3 instead, or wait"
+
+
+async def _after_crash(rgw: rgwa.RadosgwAdmin, bucket: str, crash: CommandFailed, result: LcRun, now: float,
+                       stale_s: float, held_hint: str) -> None:
+    """A crashed ``lc process`` (docs/operations.md, "Known crashes of Tentacle 20.2.4") runs once
+    more, but only if it did not leave the bucket's entry held: the single-bucket path sets it
+    PROCESSING before it lists the bucket, and a crash leaves it so. With ``started`` never
+    stamped (1970, as PutBucketLifecycle leaves it) or old, RGW clears it and runs the bucket;
+    with a recent ``started`` (RGW's own worker ran the bucket lately) RGW, its own worker too,
+    skips the bucket for two lifecycle days after it, and every run would look like another
+    worker's hold. A second crash fails."""
+    if result.crashes:
+        raise crash
+    result.crashes += 1
+    try:
+        after = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
+    except CephError as exc:  # unknown: the next run's own read-back judges it
+        log.warning("lc process crashed; its entry not read", bucket=bucket, crash=crash.detail, error=str(exc)[:200])
+        return
+    if after is not None and held_by_another(after, now, stale_s):
+        raise CephError(crash.request, f"{crash.detail}; it left the bucket's lifecycle entry PROCESSING since "
+                        f"{after.get('started')}, which RGW's lifecycle skips (its own worker too) for two "
+                        f"lifecycle days after that: {held_hint}")
+    log.warning("lc process crashed, running it again", bucket=bucket, crash=crash.detail, entry=after)
+
+
 async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, busy_wait_s: float,
-                      poll_s: float | None = None, clock: Callable[[], float] = time.time,
+                      poll_s: float | None = None, stale_s: float = STALE_PROCESSING_S,
+                      held_hint: str = PURGE_HELD_HINT, clock: Callable[[], float] = time.time,
                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> LcRun:
-    """Run ``lc process --bucket`` until a run really processes the bucket (read back)."""
+    """Run ``lc process --bucket`` until a run really processes the bucket (read back).
+    ``stale_s``: how long RGW holds a PROCESSING entry (stale_after); ``held_hint``: what to do
+    when a crashed run left the entry held."""
     result = LcRun()
     if poll_s is None:
         poll_s = min(2.0, busy_wait_s / 10)
@@ -112,16 +151,22 @@ async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, 
         result.runs += 1
         try:
             await rgw.run(*rgwa.lc_process_args(bucket), timeout=timeout_s)
-            after = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
-            ran, why = ran_since(before, after, t0)
         except CommandFailed as exc:
-            if "(16)" not in exc.stderr and "busy" not in exc.stderr.lower():  # EBUSY: another worker has the shard lock
+            if exc.signal_name is not None:
+                await _after_crash(rgw, bucket, exc, result, clock(), stale_s, held_hint)
+                ran, why = False, f"lc process crashed: {exc.detail}"
+            elif "(16)" in exc.stderr or "busy" in exc.stderr.lower():  # EBUSY: another worker has the shard lock
+                ran, why = False, "another LC worker holds the lock on its lifecycle shard"
+            else:
                 raise
-            ran, why = False, "another LC worker holds the lock on its lifecycle shard"
+        else:
+            after = entry_for(await rgw.json(*rgwa.lc_list_args()) or [], bucket)
+            ran, why = ran_since(before, after, t0, stale_s)
         if ran:
             return result
         result.skipped.append(why)
-        log.warning("lc process skipped the bucket", bucket=bucket, reason=why, run=result.runs)
+        if not why.startswith("lc process crashed"):
+            log.warning("lc process skipped the bucket", bucket=bucket, reason=why, run=result.runs)
         if clock() + poll_s > deadline:
             raise LifecycleBusy(f"lc process --bucket {bucket}",
                                 f"{why}, for more than {busy_wait_s:g} s (purge.lc_busy_wait_s); that worker "

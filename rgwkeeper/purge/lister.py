@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
@@ -106,6 +106,64 @@ class Lister:
 AFTER_SPECIAL = "\u0080"
 
 
+def past(key: str | None, last: str) -> bool:
+    """Whether an omap key python-rados read (None: one it could not decode, whose first byte is
+    0x80) comes after ``last`` in the OSD's bytewise order. Decoded keys compare as their UTF-8
+    bytes do; a 0x80 key comes after ``last`` exactly when ``last`` starts with an ASCII byte."""
+    if key is None:
+        return last.encode()[0] < 0x80
+    return key > last
+
+
+def undecodable_name(keys: list[str | None]) -> bool:
+    """Whether a key python-rados could not decode (None) comes before a key that starts with an
+    ASCII character in one page: then it is not one of cls_rgw's 0x80 entries, which sort after
+    every ASCII key, but an object name Python cannot decode, and key ranges cannot place it."""
+    seen = False
+    for k in keys:
+        if k is None:
+            seen = True
+        elif seen and k < "\u0080":
+            return True
+    return False
+
+
+def refuse_undecodable(shard: str, keys: Sequence[str | None]) -> None:
+    """Stop a key range's listing at a name :func:`undecodable_name` finds."""
+    if undecodable_name(keys):
+        raise PurgeFailed(f"list index {shard}", "an object name python-rados cannot decode sits among the keys: "
+                          "a key range cannot place it; set purge.range_entries = 0")
+
+
+def page_end(shard: str, keys: Sequence[str | None], after: str, remedy: str) -> str:
+    """The key the shard's next page starts after: the page's last key python-rados decoded, or
+    past the 0x80 special entries the page ended among (which have no name here). A listing that
+    would not move on stops with ``remedy``."""
+    last = next((k for k in reversed(keys) if k is not None), after)
+    if keys and keys[-1] is None and last < AFTER_SPECIAL:
+        last = AFTER_SPECIAL
+    if last <= after:
+        raise PurgeFailed(f"list index {shard}", f"the listing does not move on after {after!r}: its keys "
+                          f"cannot be read whole through python-rados; {remedy}")
+    return last
+
+
+async def key_pages(index: BulkObjects, shard: str, after: str, threads: Threads, *, prefix: str = "",
+                    page_size: int = 1000) -> AsyncIterator[list[str | None]]:
+    """The keys of one index shard after ``after`` (under ``prefix``), a page at a time, keys
+    only (no entries read): what a huge shard's owner lists ahead to cut it into key ranges."""
+    prefix = index_name(prefix) if prefix else ""
+    while True:
+        keys = await threads.retry.call(
+            "list index keys", lambda: index.omap_keys_page(shard, after, page_size, prefix=prefix))
+        if not keys:
+            return
+        refuse_undecodable(shard, keys)
+        last = page_end(shard, keys, after, "set purge.range_entries = 0")
+        yield keys
+        after = last
+
+
 class IndexLister:
     """Listings of one bucket by its index shards, read with librados (RGW is not asked), several
     shards at once. A page is one shard's next entries; its cursor holds every shard's position
@@ -119,11 +177,13 @@ class IndexLister:
     removed (docs/purge.md, "Listing by index shard")."""
 
     def __init__(self, index: BulkObjects, shards: list[str], threads: Threads, *,
-                 page_size: Callable[[bool], int] = lambda filtered: 1000) -> None:
+                 page_size: Callable[[bool], int] = lambda filtered: 1000, last: str = "") -> None:
         self.index = index
         self.shards = shards
         self.threads = threads
         self.page_size = page_size
+        #: A key range's end (board.Item.last): each shard's listing ends after this key.
+        self.last = last
 
     @staticmethod
     def fresh(cursor: Mapping[str, Any], shards: int) -> bool:
@@ -147,12 +207,14 @@ class IndexLister:
                 "list index", lambda: self.index.omap_page(self.shards[i], after, size, prefix=prefix))
             if not rows:
                 return i, [], None  # only an empty page ends a shard: the OSD may answer fewer than asked
-            entries, last, trailing = [], after, 0
+            entries, keys = [], [k for k, _ in rows]
+            if self.last:
+                refuse_undecodable(self.shards[i], keys)
             for key, value in rows:
+                if self.last and past(key, self.last):
+                    return i, entries, None  # the range ends here: what follows is another item's
                 if key is None:
-                    trailing += 1
                     continue
-                trailing, last = 0, key
                 try:
                     e = parse_dir_entry(value)
                 except ValueError as exc:
@@ -162,12 +224,7 @@ class IndexLister:
                 if e.name == key and e.exists and e.s3_key is not None and e.category != CATEGORY_MULTIMETA:
                     entries.append({"Key": e.s3_key, "Size": e.size, "ETag": e.etag,
                                     "LastModified": datetime.datetime.fromtimestamp(e.mtime_s, datetime.timezone.utc)})
-            if trailing and last < AFTER_SPECIAL:
-                last = AFTER_SPECIAL  # past the special entries the page ended among, which have no name here
-            if last <= after:
-                raise PurgeFailed(f"list index {self.shards[i]}", f"the listing does not move on after {after!r}: "
-                                  "its keys cannot be read whole through python-rados; use direct_listing = 's3'")
-            return i, entries, last
+            return i, entries, page_end(self.shards[i], keys, after, "use direct_listing = 's3'")
 
         waiting = [i for i, a in enumerate(at) if a is not None]
         running: dict[asyncio.Future[Any], int] = {}

@@ -134,6 +134,10 @@ DIRECT_LISTINGS = ("s3", "index")
 SHARDS_AT_ONCE = 4
 
 
+#: At most about this many key-range items in one purge: a bigger bucket gets bigger ranges.
+MAX_RANGES = 5000
+
+
 @dataclass(frozen=True)
 class Tuning:
     """Concurrency and timeouts (from ``[purge]`` in the config)."""
@@ -150,10 +154,41 @@ class Tuning:
     #: How the direct method lists: "s3" (ListObjectsV2) or "index" (the index shards, librados).
     #: Part of the plan, so a resumed purge lists as it started (its cursor is that listing's).
     direct_listing: str = "s3"
+    #: Keys per key-range work item cut from a huge index shard (0: shards are never cut).
+    range_entries: int = 0
 
     def __post_init__(self) -> None:
         if self.direct_listing not in DIRECT_LISTINGS:
             raise UsageError(f"direct_listing must be one of {', '.join(DIRECT_LISTINGS)}, got {self.direct_listing!r}")
+        if isinstance(self.range_entries, bool) or not isinstance(self.range_entries, int) or self.range_entries < 0:
+            raise UsageError(f"range_entries must be a whole number of keys, 0 or more, got {self.range_entries!r}")
+
+    def range_size(self, p: BucketProfile) -> int:
+        """Keys per range: ``range_entries``, or more for a bucket so large that its ranges would
+        be more than MAX_RANGES items (every take reads the whole board)."""
+        return max(self.range_entries, -(-p.num_objects // MAX_RANGES))
+
+    def cuts_shards(self, p: BucketProfile) -> bool:
+        """Whether the shards' items cut key ranges: the index shards are expected to hold at
+        least twice the range size each (RGW spreads keys evenly over them)."""
+        shards = len(p.index_shards) if p.index_gen is not None else 0
+        return self.range_entries > 0 and shards > 0 and p.num_objects >= 2 * self.range_size(p) * shards
+
+    def cut_calls(self, p: BucketProfile) -> tuple[str, ...]:
+        """The listing ahead that cuts key ranges, for the dry run's calls (none if not cut)."""
+        if not self.cuts_shards(p):
+            return ()
+        return (f"librados {p.index_pool}: omap keys only of {_span(p.index_shards)}, {self.list_page_size} a "
+                f"call, each shard by the worker that takes it; every {self.range_size(p):,} keys, a range item "
+                "written with the shard's cursor (omap_cmp on its lease)",)
+
+    def items_listing(self, p: BucketProfile) -> str:
+        """How a listing by index shard is cut into work items, for the plan's text."""
+        cut = (f"; each shard, expected to hold about {p.num_objects // len(p.index_shards):,} entries, is cut "
+               f"into ranges of {self.range_size(p):,} keys by the worker that takes it, each range a work item "
+               "of its own" if self.cuts_shards(p) else "")
+        return (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
+                f"RADOS (several at once, any admin node may join){cut}")
 
     def capped(self, what: str) -> str:
         """`` (under the cap of R objects/s: <what> of N)`` or nothing."""
@@ -753,12 +788,12 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
     # Listing by index shard needs plain entries: a versioned bucket's versions live behind OLH
     # entries that only RGW lists (docs/purge.md, "Listing by index shard").
     s3_items = t.direct_listing == "index" and listable_by_index(p)
-    s3_listing = (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
-                  "RADOS (several at once, any admin node may join)" if s3_items else f"list once ({listing})")
+    s3_listing = t.items_listing(p) if s3_items else f"list once ({listing})"
     s3_delete = DeleteObjects(
         summary=f"{s3_listing}, delete in 1000-key S3 DeleteObjects batches, {t.s3_batches_in_flight} in flight"
         + t.capped("batches") + (" (every version and delete marker)" if p.versioning != "off" else ""),
-        calls=((f"librados {p.index_pool}: omap list {_span(p.index_shards)}" + (f" from {r.prefix!r}" if r.prefix else "")
+        calls=(*(t.cut_calls(p) if s3_items else ()),
+               (f"librados {p.index_pool}: omap list {_span(p.index_shards)}" + (f" from {r.prefix!r}" if r.prefix else "")
                 + f", {t.list_page_size} entries a page (plain entries of existing objects)") if s3_items else
                f"S3 {listing} bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "") + f" MaxKeys={t.list_page_size}",
                *((f"S3 HeadObject bucket={b} of each match just before its batch (versionId=null where "
@@ -781,13 +816,13 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                                        calls=(f"S3 DeleteBucketLifecycle bucket={b}",)))
         steps.append(aborts)
         by_index = t.direct_listing == "index"
-        listing = (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
-                   "RADOS (several at once, any admin node may join)" if by_index else "list once (ListObjectsV2)")
+        listing = t.items_listing(p) if by_index else "list once (ListObjectsV2)"
         steps.append(DeleteObjects(
             summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
             f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
             f"({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
-            calls=((f"librados {p.index_pool}: omap list {_span(p.index_shards)}, {t.list_page_size} entries a "
+            calls=(*(t.cut_calls(p) if by_index else ()),
+                   (f"librados {p.index_pool}: omap list {_span(p.index_shards)}, {t.list_page_size} entries a "
                     "page (plain entries of existing objects)") if by_index else
                    f"S3 ListObjectsV2 bucket={b} MaxKeys={t.list_page_size}",
                    f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
@@ -884,14 +919,17 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
 
 def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
     if r.whole_bucket:
-        return (f"radosgw-admin bucket stats --bucket {p.bucket} must say it does not exist; S3 HeadBucket 404",
+        return (f"admin API GET /admin/bucket?bucket={p.bucket}&stats=True and GET /admin/metadata/bucket.instance?"
+                f"key={p.bucket}:{p.bucket_id} must say they do not exist (radosgw-admin bucket stats and metadata "
+                "get when the caps lack or RGW does not answer); S3 HeadBucket 404",
                 f"librados {p.index_pool}: stat {_span(p.index_shards)} -> ENOENT" if p.index_gen is not None else
                 f"librados {p.index_pool}: (index generation not known: RGW's own removal of the index is "
                 "not read back)",
                 f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
                 "tails whose refcount xattr still holds references from copies",
                 "radosgw-admin gc list --include-all: no entry for those objects",
-                f"radosgw-admin user stats --uid {p.owner}; bucket list --uid {p.owner} does not name it")
+                f"radosgw-admin user stats --uid {p.owner} (when its stats were synced); admin API GET "
+                f"/admin/bucket?uid={p.owner} does not name it")
     listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
     return (f"S3 {listing} bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
             + ": nothing matching left",

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
+
+import structlog
 
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.errors import CephError, NotFound, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.purge.layout import index_shard_oids
 from rgwkeeper.snapshot import parse_release
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 #: rgw_max_chunk_size's default: the most data RGW keeps in an object's head (the first
 #: RADOS object, ``<marker>_<key>``); anything past it goes to tail objects.
@@ -135,6 +140,52 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
     )
 
 
+async def admin_first(admin_api: AdminApi | None, through_api: Callable[[AdminApi], Awaitable[T]],
+                      through_cli: Callable[[], Awaitable[T]], *, gone: str, what: str,
+                      confirm_gone: bool = False, unreachable_fails: bool = False) -> tuple[T, str]:
+    """One read (``what``, for the log), through the admin API when there is one; else, and
+    whenever the API does not give a clear answer (caps lacking, RGW restarting or busy, a 404
+    other than ``gone``), through radosgw-admin, which reads RADOS without RGW and is the
+    reference. NotFound from radosgw-admin is raised; from the API only when its error is
+    ``gone`` (the captured NoSuchBucket / NoSuchKey), and with ``confirm_gone`` not even then:
+    RGW's path for S3 answers NoSuchBucket to everything, so where "gone" would skip a safety
+    check radosgw-admin confirms it. With ``unreachable_fails``, an RGW that does not answer at
+    all (CephUnreachable, CephTimeout) is raised instead: where the work needs RGW next anyway,
+    failing at once says so in one line and leaves nothing behind. Returns (answer, source)."""
+    if admin_api is not None:
+        try:
+            return await through_api(admin_api), "admin API"
+        except NotFound as exc:
+            if exc.detail == gone and not confirm_gone:
+                raise
+            why: CephError = exc
+        except CephError as exc:
+            if unreachable_fails and isinstance(exc, (CephUnreachable, CephTimeout)):
+                raise
+            why = exc
+        log.info("read through radosgw-admin, not the admin API", what=what, why=str(why)[:200])
+    return await through_cli(), "radosgw-admin"
+
+
+async def confirmed_bucket_stats(bucket: str, *, admin_api: AdminApi | None, rgw: RadosgwAdmin,
+                                 unreachable_fails: bool = False) -> tuple[dict[str, Any], str]:
+    """The bucket's stats (and where they came from) for a check that "gone" would skip:
+    NotFound only when radosgw-admin confirms it (admin_first's ``confirm_gone``)."""
+    return await admin_first(admin_api, lambda api: api.bucket_stats(bucket), lambda: rgw.bucket_stats(bucket),
+                             gone="NoSuchBucket", what=f"bucket stats {bucket}", confirm_gone=True,
+                             unreachable_fails=unreachable_fails)
+
+
+async def bucket_id_now(bucket: str, *, admin_api: AdminApi | None, rgw: RadosgwAdmin) -> str | None:
+    """The id of the bucket the name holds now; None if no bucket has the name (confirmed by
+    radosgw-admin). What a purge checks before it goes on by name (S3 deletes, bucket rm)."""
+    try:
+        stats, _ = await confirmed_bucket_stats(bucket, admin_api=admin_api, rgw=rgw)
+    except NotFound:
+        return None
+    return stats.get("id")
+
+
 async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
                          admin_api: AdminApi | None = None,
                          bulk: Callable[[str], BulkObjects] | None = None) -> BucketProfile:
@@ -159,17 +210,16 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
             return None
 
     async def stats_and_instance() -> tuple[dict[str, Any], dict[str, Any]]:
-        if admin_api is not None:
-            stats = await admin_api.bucket_stats(bucket)
-            try:
-                return stats, await admin_api.metadata_get("bucket.instance", f"{bucket}:{stats['id']}")
-            except NotFound:
-                raise
-            except CephError:  # AccessDenied: the admin user lacks metadata=read
-                pass
-        else:
-            stats = await rgw.bucket_stats(bucket)
-        return stats, await rgw.metadata_get(f"bucket.instance:{bucket}:{stats['id']}")
+        # "Gone" is confirmed: it lets an unfinished purge of the name resume without the check
+        # that the name still holds the bucket it began on (purge.prepare). An RGW that does not
+        # answer fails the plan at once: every purge needs it next (the fence, S3).
+        stats, via = await confirmed_bucket_stats(bucket, admin_api=admin_api, rgw=rgw, unreachable_fails=True)
+        key = f"{bucket}:{stats['id']}"
+        instance, _ = await admin_first(admin_api if via == "admin API" else None,  # one timeout, not two
+                                        lambda api: api.metadata_get("bucket.instance", key),
+                                        lambda: rgw.metadata_get(f"bucket.instance:{key}"), gone="NoSuchKey",
+                                        what=f"metadata get bucket.instance:{key}")
+        return stats, instance
 
     try:
         (stats, instance), placement, zones, versions, chunk = await asyncio.gather(

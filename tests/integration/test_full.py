@@ -214,6 +214,26 @@ def test_direct_purge_on_a_full_cluster_goes_on_once_its_removals_drop_usage(cep
     print(f"[measured] freed while full, then purged: step seconds {report['step_s']}")
 
 
+def test_a_job_of_buckets_on_a_full_cluster_says_in_one_line_what_to_do_and_changes_nothing(
+        ceph_cluster, tmp_path, s3, bucket_name, journal_pool):
+    """A job keeps its items in an object it creates, which a full cluster refuses (ENOSPC even
+    with full-try), and it has no --raise-full-ratio: it must stop before it touches a bucket and
+    say in one line how to go on."""
+    base = bucket_name[:40]
+    job = [f"{base}-f-{c}" for c in "ab"]
+    for b in job:
+        fill_bucket(s3, b, n=40)
+    config = write_config(ceph_cluster, tmp_path, full_wait_s=10.0)
+    with made_full(ceph_cluster, below=0.03):
+        proc = rgwkeeper(config, "purge", "--match", f"{base}-f-*", "--yes")
+    assert proc.returncode not in (0, -9) and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "full" in proc.stderr and "one by one" in proc.stderr and "--raise-full-ratio" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for b in job:
+        listed = s3.list_objects_v2(Bucket=b)
+        assert listed["KeyCount"] == 40, (b, listed.get("KeyCount"))
+
+
 @pytest.mark.releases("pacific")  # test_daemon.THROTTLE: wpq's levers; mClock gets others
 def test_daemon_keeps_its_lock_on_a_full_cluster_and_restores_at_sigterm(ceph_cluster, s3, bucket_name, daemons,
                                                                          journal_pool):

@@ -346,7 +346,8 @@ def _purge_under_load(ceph_cluster, tmp_path, bucket_name, objects, *purge_optio
         rc, result = _verify(ceph_cluster, tmp_path, "--maintenance-cmd",
                              _purge_cmd(ceph_cluster, victim, *purge_options, "--config", str(cfg)),
                              "--bucket-prefix", bucket_name, rate=40, extra=("--maintenance-timeout", "150"))
-        assert result["maintenance"]["exit_code"] == 0, result["maintenance"]
+        maint = result["maintenance"]
+        assert maint["exit_code"] == 0, f"the purge exited {maint['exit_code']}: {maint['stderr_tail']}"
         assert bucket_stats(ceph_cluster, victim) is None  # the purge's own read-back said so too (exit 0)
         return rc, result
 

@@ -88,9 +88,10 @@ def test_presharded_bucket_takes_its_objects_without_a_dynamic_reshard(ceph_clus
     try:
         for t in threads:
             t.join(300)
-        # RGW queues the plain bucket once it passes 550 objects (a write's index update checks
-        # the count). Its reshard thread took 1-3 minutes to get to the entry on this machine, so
-        # once RGW has queued it the queue is processed now, as that thread would.
+        # RGW's bucket-stats sync thread queues the plain bucket once it has passed 550 objects
+        # (every rgw_user_quota_bucket_sync_interval: 5 s in the harness, docs/testing.md,
+        # "Dynamic resharding in the harness"). Should its reshard thread not have taken the entry
+        # by the time it is seen, the queue is processed now, as that thread would.
         wait_for("RGW to queue the plain bucket for a dynamic reshard",
                  lambda: queued[plain] or _stats(ceph_cluster, plain)["num_shards"] > 11, timeout=360, interval=1)
         if _stats(ceph_cluster, plain)["num_shards"] <= 11:
@@ -214,15 +215,13 @@ def _shards(cluster, bucket: str) -> tuple[int, int]:
 @pytest.mark.releases("tentacle")
 def test_a_presharded_empty_bucket_keeps_its_shards_while_an_ordinary_one_is_reduced(
         ceph_cluster, s3, bucket_name, rgw_option, tmp_path):
-    # RGW's bucket stats sync (every rgw_user_quota_bucket_sync_interval, 180 s, over the buckets
-    # written since its last pass) queues a reduction when a bucket has under 1,000 objects per shard
+    # RGW's bucket stats sync (every rgw_user_quota_bucket_sync_interval: 180 s by default, 5 s in
+    # the harness's ceph.conf; over the buckets written since its last pass) queues a reduction when a bucket has under 1,000 objects per shard
     # (min(10,000, rgw_max_objs_per_shard / 100)), down to no fewer than 11 shards; the reshard thread
     # (every rgw_reshard_thread_interval, 10 s in the harness) runs it once
     # rgw_dynamic_resharding_reduction_wait hours (120; its minimum is 0) have passed since it was
-    # queued. All three are read at runtime; the sync thread's current wait still runs out first.
-    # docs/architecture.md, "Releases".
+    # queued. docs/architecture.md, "Releases"; docs/testing.md, "Dynamic resharding in the harness".
     rgw_option("rgw_dynamic_resharding_reduction_wait", "0")
-    rgw_option("rgw_user_quota_bucket_sync_interval", "10")
     pre, plain = bucket_name, bucket_name[:-1] + "p"
     doc = json.loads(cli(ceph_cluster, tmp_path, "preshard", pre, "--expected-objects", "1500",
                          "--objects-per-shard", "50", "--json").stdout)

@@ -147,3 +147,33 @@ def test_the_same_job_started_on_two_admin_nodes_at_once_purges_each_bucket_once
     assert all(o["ok"] and o["objects_deleted"] == 100 for d in docs for o in d["here"])
     for b in job_buckets:
         assert bucket_stats(ceph_cluster, b) is None
+
+
+def test_a_job_of_buckets_rides_out_an_rgw_restart_and_finishes(ceph_cluster, s3, bucket_name, tmp_path,
+                                                                restart_rgw):
+    """RGW restarts (down 3 s) while a job purges its first bucket through S3: that bucket's
+    purge retries until RGW answers again, and the job goes on to the next bucket and ends ok,
+    every bucket gone and nothing of them left in RADOS."""
+    from tests.integration.test_purge import purge_through_an_rgw_restart
+
+    base = bucket_name[:40]
+    job_buckets = [f"{base}-r-{c}" for c in "ab"]
+    for b in job_buckets:
+        s3.create_bucket(Bucket=b)
+        fill(s3, b, 500, size=256)
+    markers = {b: bucket_stats(ceph_cluster, b)["marker"] for b in job_buckets}
+    config = ('s3_batches_in_flight = 1\nlist_page_size = 20\ncheckpoint_interval_s = 0\nrgw_retry_s = 120\n'
+              f'[daemon]\npool = "{ITEMS_POOL}"\n')
+    argv = cli_argv(ceph_cluster, tmp_path, "purge", "--match", f"{base}-r-*", "--method", "s3", "--workers", "1",
+                    "--yes", "--json", config=config)
+    # Once a bucket's checkpoint has a cursor (mid-listing), RGW is restarted under it.
+    rc, out, stderr = purge_through_an_rgw_restart(ceph_cluster, tmp_path, argv, f"{base}-r-*", restart_rgw)
+    assert rc == 0, stderr[-3000:]
+    assert "purge retrying" in stderr, "the job never met the restart"
+    doc = json.loads(out)
+    assert doc["ok"] and doc["done"] == doc["buckets"] == 2, doc
+    assert sorted(o["bucket"] for o in doc["here"]) == job_buckets
+    assert all(o["ok"] and o["objects_deleted"] == 500 for o in doc["here"]), doc["here"]
+    for b in job_buckets:
+        assert bucket_stats(ceph_cluster, b) is None
+        assert_nothing_left(ceph_cluster, markers[b])

@@ -55,6 +55,23 @@ def _settled_pgs(ceph_cluster):
     return last
 
 
+def _let_requests_land(ceph_cluster, d, before, timeout_s=120.0):
+    """Wait (bounded, never failing) until every PG the daemon asked for has deep-scrubbed.
+    A request sent in the daemon's last passes can start seconds later, after the PGs look
+    settled (on 20.2.4 a requested PG showed neither "scrubbing" nor "queued" in between); a
+    run of this test again (the harness reruns a test whose RGW died) would then snapshot its
+    old stamp while the daemon reads the new one, and its oldest-first check would compare
+    two different views."""
+    asked = {c.split()[-1] for e in d.passes() for c in e.get("changed", []) if c.startswith("ceph pg deep-scrub ")}
+    deadline = time.monotonic() + timeout_s
+    while asked and time.monotonic() < deadline:
+        now = _pgs(ceph_cluster)
+        asked = {pg for pg in asked if pg in now and pg in before
+                 and parse_stamp(now[pg]["last_deep_scrub_stamp"]) <= before[pg]}
+        if asked:
+            time.sleep(2.0)
+
+
 def _checks(ceph_cluster):
     return set((ceph_cluster.ceph("health", "detail") or {}).get("checks") or {})
 
@@ -62,6 +79,8 @@ def _checks(ceph_cluster):
 @pytest.mark.releases("tentacle", "reef", "pacific")
 def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster, journal_pool, daemons):
     ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", str(INTERVAL_S))
+    d = None
+    before: dict[str, float] = {}
     try:
         start = _settled_pgs(ceph_cluster)
         before = {pg: parse_stamp(p["last_deep_scrub_stamp"]) for pg, p in start.items()}
@@ -102,7 +121,12 @@ def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster,
                                                       default=float("inf"))
         assert "PG_NOT_DEEP_SCRUBBED" not in seen_checks
     finally:
-        ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
+        try:
+            if d is not None:
+                d.stop()
+                _let_requests_land(ceph_cluster, d, before)
+        finally:
+            ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
     assert "osd_deep_scrub_interval" not in {e["name"] for e in ceph_cluster.ceph("config", "dump")
                                              if e.get("section") == "mgr"}
 

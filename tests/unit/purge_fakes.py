@@ -114,6 +114,8 @@ class World:
         self.lc_held_runs = 0
         self.lc_held_since = email.utils.formatdate(time.time() - 5, usegmt=True)  # the other worker's stamp
         self.lc_busy_runs = 0
+        self.lc_crashes = 0  # lc process runs that abort (SIGABRT, Ceph's crash dump) before processing
+        self.admin_api_reads: list[str] = []  # every admin API read tried, answered or not
         self.rewrite_on_head: set[str] = set()
         self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
         self.retag_on_tagging: dict[str, dict[str, str]] = {}  # key -> tags set between two GetObjectTagging
@@ -126,6 +128,14 @@ class World:
         self.lc_fault: BaseException | None = None
         self.lc_block: Any = None
         self.rm_block: Any = None  # an asyncio.Event: bucket rm waits for it (a long-running rm)
+        #: How the admin API's reads fail: None, "down" (RGW restarting), "busy" (503 SlowDown),
+        #: "s3" (the path taken for S3: every read a 404 NoSuchBucket, a bucket called "admin").
+        self.admin_api_fault: str | None = None
+        self.rm_crashes = 0  # bucket rm runs that abort half-way, as 20.2.4's did once in CI
+        #: What a crashed bucket rm leaves: "half" the objects deleted, "all" (the bucket gone),
+        #: or "recreated" (half deleted, and the name taken by a new bucket meanwhile; "recreated-s3":
+        #: and every admin API read answered on RGW's path for S3, NoSuchBucket).
+        self.rm_crash_leaves = "half"
         self.extra_omap: dict[bytes, bytes] = {}  # index entries besides the listed keys' (raw key -> value)
         self.omap_read_cap = 1024  # osd_max_omap_entries_per_request: entries an OSD returns per read
 
@@ -219,6 +229,11 @@ class World:
             self.gc.append({"tag": f"tag-{key}\u0000", "time": "2026-01-01T00:00:00+0000",
                             "objs": [{"pool": DATA, "oid": t, "key": "", "instance": ""} for t in tails]})
 
+    def lc_reset(self) -> None:
+        """What RGW does to the bucket's lifecycle entry when its rules are put or deleted
+        (RGWLC::set_bucket_config, guard_lc_modify): UNINITIAL, never started."""
+        self.lc_entry = {**self.lc_fx["lc_list_before_run"][0], "bucket": self.lc_entry["bucket"]}
+
     def lc_expire(self) -> None:
         """What RGW's lifecycle does for the rules the world models: an expiration date in the past."""
         for rule in self.lifecycle:
@@ -239,6 +254,22 @@ class World:
                 else:
                     del self.pools[o["pool"]][o["oid"]]
         self.gc = []
+
+
+CRASH_DUMP = """2026-11-27T11:51:02.101+0000 7f3a1c8e4980 -1 *** Caught signal (Aborted) **
+ in thread 7f3a1c8e4980 thread_name:radosgw-admin
+
+ ceph version 20.2.4 (0000000000000000000000000000000000000000) tentacle (stable)
+ 1: /lib/x86_64-linux-gnu/libc.so.6(+0x3fdf0) [0x7f3a1d05bdf0]
+ 2: gsignal()
+ 3: abort()
+ NOTE: a copy of the executable, or `objdump -rdS <executable>` is needed to interpret this.
+
+--- begin dump of recent events ---
+   -1> 2026-11-27T11:51:02.100+0000 7f3a1c8e4980  5 asok(0x55d) register_command
+    0> 2026-11-27T11:51:02.101+0000 7f3a1c8e4980 -1 *** Caught signal (Aborted) **
+--- end dump of recent events ---
+"""
 
 
 class FakeRunner:
@@ -263,8 +294,8 @@ class FakeRunner:
             return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
 
         match args:
-            case ["bucket", "stats", "--bucket", b] if b == w.bucket:
-                if not w.exists:
+            case ["bucket", "stats", "--bucket", b]:
+                if b != w.bucket or not w.exists:  # the world holds one bucket: what radosgw-admin says (captured)
                     m = load_fixture("radosgw-admin.json")["bucket_stats_missing"]
                     return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
                 return ok(w.current_stats())
@@ -306,6 +337,23 @@ class FakeRunner:
                     return missing("bucket_rm_missing")  # exits 0: what Ceph's own test expects
                 if w.rm_block is not None:
                     await w.rm_block.wait()
+                if w.rm_crashes:
+                    # Half the objects deleted, then Ceph's signal handler's dump (its shape:
+                    # src/global/signal_handler.cc) and the exit a shell or docker exec gives.
+                    w.rm_crashes -= 1
+                    keys = list(w.index)
+                    for key in keys if w.rm_crash_leaves == "all" else keys[: len(keys) // 2]:
+                        w.s3_delete(key)
+                    if w.rm_crash_leaves == "all":  # crashed at its very end, the bucket removed
+                        for u in list(w.uploads):
+                            FakeS3(w).abort_upload(b, u["Key"], u["UploadId"])
+                        FakeS3(w).delete_bucket(b)
+                    elif w.rm_crash_leaves in ("recreated", "recreated-s3"):
+                        w.bucket_id = w.bucket_id + "-new"
+                        w.stats["id"] = w.bucket_id
+                        if w.rm_crash_leaves == "recreated-s3":  # and the admin API now on the path for S3
+                            w.admin_api_fault = "s3"
+                    return CompletedRun(tuple(argv), 128 + 6, "", CRASH_DUMP, 0.0)
                 for u in list(w.uploads):
                     FakeS3(w).abort_upload(b, u["Key"], u["UploadId"])
                 for key in list(w.index):
@@ -324,6 +372,12 @@ class FakeRunner:
                 if w.lc_fault is not None:
                     fault, w.lc_fault = w.lc_fault, None
                     raise fault
+                if w.lc_crashes:
+                    # RGWLC::process_bucket sets the entry PROCESSING (its `started` kept), then
+                    # aborts while it lists the bucket: nothing expired, the entry left held.
+                    w.lc_crashes -= 1
+                    w.lc_entry = {**w.lc_entry, "status": "PROCESSING"}
+                    return CompletedRun(tuple(argv), 128 + 6, "", CRASH_DUMP, 0.0)
                 if w.release == "pacific":
                     # 16.2.15 ignores --bucket and runs the first bucket of each lifecycle shard
                     # (measured); this world's bucket is not one of them.
@@ -338,6 +392,9 @@ class FakeRunner:
                         w.lc_entry = {**w.lc_fx["lc_list_after_bucket_run"][0], "bucket": w.lc_entry["bucket"],
                                       "started": w.lc_held_since}
                     return ok()
+                started = email.utils.parsedate_to_datetime(w.lc_entry["started"]).timestamp()
+                if w.lc_entry.get("status") == "PROCESSING" and time.time() - started < 2 * 86400:
+                    return ok()  # RGWLC::process_bucket: an "ACTIVE entry" (a crashed run's, too) is skipped
                 w.lc_expire()
                 # Reef's single-bucket run: COMPLETE, `started` left as it was (captured).
                 w.lc_entry = {**w.lc_fx["lc_list_after_bucket_run"][0], "bucket": w.lc_entry["bucket"],
@@ -497,12 +554,14 @@ class FakeS3:
         self._fault("put_lifecycle")
         self.w.log.append(f"S3 PutBucketLifecycleConfiguration {[r['ID'] for r in rules]}")
         self.w.lifecycle = copy.deepcopy(rules)
+        self.w.lc_reset()
 
     def delete_lifecycle(self, bucket: str) -> None:
         self._bucket(bucket, "DeleteBucketLifecycle")
         self._fault("delete_lifecycle")
         self.w.log.append("S3 DeleteBucketLifecycle")
         self.w.lifecycle = []
+        self.w.lc_reset()
 
 
 class FakeBulk:
@@ -573,6 +632,25 @@ class FakeBulk:
         # "<name>"; a key that is not UTF-8 raises in its iterator, after moving past it.
         return [(None, b"") if k[:1] == b"\x80" else (k.split(b"\0")[0].decode(), v) for k, v in page]
 
+    async def omap_keys_page(self, oid: str, after: str, max_entries: int, *, prefix: str = "") -> list[str | None]:
+        """Keys only, as adapters/rados.py reads them: get_omap_keys from ``after`` (or from the
+        prefix itself, exclusive, when ``after`` is empty), stopping at the first key past the prefix."""
+        self.key_pages = getattr(self, "key_pages", 0) + 1
+        if self.pool != INDEX:
+            raise UnexpectedCall(f"omap key listing of {self.pool}/{oid}")
+        shards = sorted(o for o in self.w.pools[INDEX] if o.startswith(f".dir.{self.w.bucket_id}"))
+        if oid not in shards:
+            raise CephError(f"{INDEX}/{oid} omap keys", "No such file or directory", ret=-errno.ENOENT)
+        await asyncio.sleep(0)
+        start = (after or prefix).encode()
+        keys = sorted(k for k in self.w.index_omap(shards.index(oid), len(shards)) if k > start)
+        out: list[str | None] = []
+        for k in keys[:min(max_entries, self.w.omap_read_cap)]:
+            if prefix and not k.startswith(prefix.encode()):
+                break
+            out.append(None if k[:1] == b"\x80" else k.split(b"\0")[0].decode())
+        return out
+
     async def list_prefix(self, prefix: str, *, max_scanned: int) -> tuple[list[tuple[str, str]], bool]:
         objs = self.w.pools[self.pool]
         if len(objs) > max_scanned:
@@ -601,6 +679,16 @@ class FakeAdminApi:
     def __init__(self, world: World) -> None:
         self.w = world
 
+    def _fault(self, what: str) -> None:
+        self.w.admin_api_reads.append(what)
+        fault = self.w.admin_api_fault
+        if fault == "down":
+            raise CephUnreachable(what, "cannot connect to http://rgw:8080")
+        if fault == "busy":
+            raise CephError(what, "SlowDown")
+        if fault == "s3":
+            raise NotFound(what, "NoSuchBucket")
+
     async def set_bucket_quota(self, uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
                                enabled: bool) -> None:
         assert uid == self.w.owner and bucket == self.w.bucket
@@ -608,12 +696,21 @@ class FakeAdminApi:
         self.w.quota.update(enabled=enabled, max_objects=max_objects, max_size_kb=max_size_kb)
 
     async def bucket_stats(self, bucket: str) -> dict[str, Any]:
+        self._fault(f"GET /admin/bucket?bucket={bucket}")
         if bucket != self.w.bucket or not self.w.exists:
             raise NotFound(f"GET /admin/bucket?bucket={bucket}", "NoSuchBucket")
         self.w.log.append("admin API bucket stats")
         return self.w.current_stats()
 
+    async def user_buckets(self, uid: str) -> list[str]:
+        if uid != self.w.owner:
+            raise UnexpectedCall(f"unexpected admin API bucket list of {uid!r}")
+        self._fault(f"GET /admin/bucket?uid={uid}")
+        self.w.log.append("admin API bucket list --uid")
+        return list(self.w.user_buckets)
+
     async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
+        self._fault(f"GET /admin/metadata/{section}")
         if self.w.metadata_caps is False:
             raise CephError(f"GET /admin/metadata/{section}", "AccessDenied: the admin user lacks the caps")
         if section == "bucket.instance" and key == f"{self.w.bucket}:{self.w.bucket_id}" and self.w.instance:

@@ -77,3 +77,30 @@ def test_errors_are_typed_and_carry_no_secret(exc, cls):
 def test_endpoint_must_be_http():
     with pytest.raises(UsageError, match="not an http"):
         AdminApi("rgw.example:8080", CREDS, timeout_s=5, factory=FakeRGWAdmin)
+
+
+@pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
+def test_the_read_back_reads_of_each_release_are_the_captured_answers(release):
+    """What the purge's read-back asks the admin API, answered as each release answered it
+    (tests/fixtures/<release>/purge.json, capture_purge --admin-api): a user's bucket names, and
+    a missing bucket and bucket instance as NotFound, not as an error that would fail the purge."""
+    import json
+    from pathlib import Path
+
+    fx = json.loads((Path(__file__).parents[1] / "fixtures" / release / "purge.json").read_text())
+    missing = {name: getattr(rgwexc, fx[name]["raised"])(fx[name]["code"])
+               for name in ("admin_bucket_stats_missing", "admin_metadata_get_missing")}
+    fake = (FakeRGWAdmin()
+            .expect("get", "/admin/bucket?format=json&uid=rgwkeeper-admin", fx["admin_user_buckets"])
+            .expect("get", "/admin/bucket?format=json&bucket=gone&stats=True", missing["admin_bucket_stats_missing"])
+            .expect("get", "/admin/metadata/bucket.instance?format=json&key=gone%3Aabc.1.1",
+                    missing["admin_metadata_get_missing"]))
+    api = _api(fake)
+    assert asyncio.run(api.user_buckets("rgwkeeper-admin")) == ["capture-api-1", "capture-api-2"]
+    with pytest.raises(NotFound):
+        asyncio.run(api.bucket_stats("gone"))
+    with pytest.raises(NotFound):
+        asyncio.run(api.metadata_get("bucket.instance", "gone:abc.1.1"))
+    with pytest.raises(InvalidName):
+        asyncio.run(api.user_buckets("bad&uid=x"))
+    assert len(fake.calls) == 3

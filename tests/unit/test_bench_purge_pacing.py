@@ -27,6 +27,8 @@ def test_at_nice_runs_the_purge_under_nice_and_nothing_else(tmp_path):
     niced = shlex.split(_maintenance(info, tmp_path, "cap:450@nice", "victim", args, 0)[1])
     plain = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
     assert niced[:3] == ["nice", "-n", "19"] and niced[3:6] == plain[:3] and plain[0] != "nice"
+    idle = shlex.split(_maintenance(info, tmp_path, "cap:450@idle", "victim", args, 0)[1])
+    assert idle[:3] == ["chrt", "--idle", "0"] and idle[3:6] == plain[:3] and "nice" not in idle
 
 
 def test_at_index_lists_the_index_for_rgwkeeper_modes_only(tmp_path):
@@ -53,7 +55,8 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
 @pytest.mark.parametrize("bad", ["cap", "cap:nan", "cap:inf", "cap:-1", "cap:0", "cap:1:2:3", "cap:x", "bogus",
                                  "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", "",
                                  "normal@index", "stock-rm@index", "cap:1@s3", "cap:1@index@index", "stock-rm@nice",
-                                 "cap:1@nice@nice", "quiet@nice", "cap:1@"])
+                                 "cap:1@nice@nice", "quiet@nice", "cap:1@", "cap:1@nice@idle", "cap:1@idle@idle",
+                                 "stock-rm@idle", "quiet@idle"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)

@@ -67,6 +67,22 @@ def test_a_rate_cap_must_be_finite_and_usable(tmp_path, value, expected):
     assert config.parse({"purge": {"max_objects_per_second": 0.01}}).purge.max_objects_per_second == 0.01
 
 
+@pytest.mark.parametrize("value,expected", [
+    ("99", "purge.range_entries must be 0 (shards are never cut) or at least 100 keys, got 99"),
+    ("-1", "purge.range_entries must be at least 0"),
+    ("1.5", "purge.range_entries must be an integer"),
+    ("nan", "purge.range_entries must be an integer"),
+    ("100000001", "purge.range_entries must be at most 100000000"),
+])
+def test_a_key_range_size_is_zero_or_a_sane_whole_number(tmp_path, value, expected):
+    p = tmp_path / "c.toml"
+    p.write_text(f"[purge]\nrange_entries = {value}\n")
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        config.load(p)
+    assert config.parse({"purge": {"range_entries": 0}}).purge.range_entries == 0
+    assert config.parse({"purge": {"range_entries": 100}}).purge.range_entries == 100
+
+
 def test_missing_explicit_file_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         config.load(tmp_path / "nope.toml")

@@ -206,6 +206,20 @@ def test_purge_that_needs_rgw_on_a_full_cluster_refuses_at_once(tmp_path, reques
     assert w.log == []  # not even the bucket's profile was read
 
 
+def test_a_job_of_buckets_on_a_full_cluster_is_refused_before_anything_naming_the_way_on(tmp_path):
+    w, io = full_world(tmp_path)
+    with pytest.raises(ClusterFull) as exc:
+        asyncio.run(purge_api.job_full_gate(io, "the buckets matching logs-*"))
+    line = str(exc.value)
+    assert line.startswith("purge of the buckets matching logs-* refused: ") and "OSD_FULL" in line and "\n" not in line
+    assert "a job of several buckets does not raise the full ratio: purge them one by one with --raise-full-ratio R" \
+        in line and line.endswith("nothing was changed")
+    assert w.log == []
+    _, calm = full_world(tmp_path)
+    calm.rados = FakeRados(World(), full=False)
+    asyncio.run(purge_api.job_full_gate(calm, "3 buckets"))  # not full: nothing to say
+
+
 def test_auto_that_cannot_choose_direct_refuses_after_reading_only(tmp_path):
     w, io = full_world(tmp_path)
     with pytest.raises(ClusterFull, match="method s3.*--raise-full-ratio"):
@@ -674,3 +688,27 @@ def test_a_paced_direct_purge_on_a_full_cluster_sends_no_probe_write(tmp_path):
     prepared, report = prepare_and_run(tmp_path, w, io, full_wait_s=60.0, pace_latency_increase=0.3)
     assert prepared.plan.steps[0].kind == "free_while_full" and report.ok
     assert not [x for x in w.log if "probe" in x], [x for x in w.log if "probe" in x]
+
+
+def test_a_bucket_of_a_job_that_meets_a_full_cluster_says_the_way_on_is_each_bucket_alone(tmp_path):
+    from rgwkeeper.purge import many
+    from rgwkeeper.purge.board import Board
+    from tests.unit.purge_fakes import FakeBoardStore, FakeOsd
+
+    w, io = full_world(tmp_path)
+    filters = many.filters_of(PurgeRequest(bucket="any", method="s3"))  # s3 needs RGW to write: refused at once
+    source = many.list_source([w.bucket])
+    jid = many.job_id(filters, source)
+    board = Board(FakeBoardStore(FakeOsd(lambda: 1000.0), "client.a"), jid, worker="a", lease_s=30,
+                  clock=lambda: 1000.0, wall=lambda: 1000.0)
+    board.publish(many.spec_for(filters, source, [w.bucket], job=jid, lease_s=30, created=1000.0), [w.bucket])
+    lease = board.take()
+    with pytest.raises(ClusterFull) as exc:
+        asyncio.run(purge_api.purge_job_bucket(board, lease, io, filters=filters, source=source,
+                                               purge_cfg=purge_cfg(), store=CheckpointStore(tmp_path / "state"),
+                                               pool="rgwkeeper"))
+    line = str(exc.value)
+    assert "OSD_FULL" in line and "\n" not in line
+    assert line.endswith("(in a job: a job of several buckets does not raise the full ratio: purge them one by one "
+                         "with --raise-full-ratio R (at most purge.max_full_ratio))"), line
+    assert not [x for x in w.log if "quota" in x or "DeleteObjects" in x or "rados rm" in x]

@@ -13,7 +13,7 @@ import pytest
 
 from rgwkeeper.errors import UsageError
 from rgwkeeper.purge.layout import CATEGORY_MULTIMETA, index_name, parse_dir_entry
-from rgwkeeper.purge.lister import AFTER_SPECIAL, IndexLister
+from rgwkeeper.purge.lister import AFTER_SPECIAL, IndexLister, key_pages, past, undecodable_name
 from rgwkeeper.purge.plan import DeleteObjects, Plan, Scope, Tuning
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads
 from tests.fixtures import ROOT
@@ -227,6 +227,12 @@ def test_the_adapter_skips_keys_python_rados_cannot_decode_and_keeps_their_place
             self.seen.append((after, prefix, max_return))
             return Iterator([("a", b"1"), (b"\x800_log", b"2"), ("b", None), (b"\x801000_v", b"3")]), 0
 
+        def get_omap_keys(self, op, after, max_return):
+            # rados.pyx's keys-only iterator: no prefix filter, values None; the OSD starts after ``after``.
+            self.seen.append((after, max_return))
+            rows = [("o", None), ("p1", None), ("p2", None), ("q", None), (b"\x800_log", None)]
+            return Iterator([r for r in rows if isinstance(r[0], bytes) or r[0] > after]), 0
+
         def operate_read_op(self, op, oid):
             assert oid == ".dir.x.0"
 
@@ -245,3 +251,87 @@ def test_the_adapter_skips_keys_python_rados_cannot_decode_and_keeps_their_place
         rados.close()
     assert rows == [("a", b"1"), (None, b""), ("b", b""), (None, b"")]
     assert Ioctx.seen == [("0", "p", 10)]
+    rados = rados_over(Cluster())
+    try:
+        bulk = BulkObjects(rados, INDEX)
+        assert asyncio.run(bulk.omap_keys_page(".dir.x.0", "", 10, prefix="p")) == ["p1", "p2"]  # stops at "q"
+        assert asyncio.run(bulk.omap_keys_page(".dir.x.0", "p1", 10, prefix="p")) == ["p2"]
+        assert asyncio.run(bulk.omap_keys_page(".dir.x.0", "p2", 10)) == ["q", None]
+    finally:
+        rados.close()
+    assert Ioctx.seen[1:] == [("p", 10), ("p1", 10), ("p2", 10)]
+
+
+def test_a_key_comes_past_a_range_end_exactly_as_the_osd_orders_their_bytes():
+    raw = [b"a", b"a/b", b"z", b"\x800_0001", b"\x801000_x", b"\xc3\xbcber", b"\xe2\x82\xac", b"~"]
+    decoded = [None if k[:1] == b"\x80" else k.decode() for k in raw]
+    for last in ("a", "a/b", "m", "~", "\u00fcber", "\u20ac"):
+        for k, d in zip(raw, decoded):
+            assert past(d, last) == (k > last.encode()), (k, last)
+
+
+def test_key_ranges_of_one_shard_list_their_keys_and_nothing_past_them_and_add_up_to_the_shard():
+    w = World(extra_plain=60)
+    w.index["\u00fcber"] = {**w.index["extra/00000"], "Key": "\u00fcber"}  # after the special entries
+    lister, bulk, shards = _lister(w, page=2)
+    shard = next(s for s in shards if len([k for k in asyncio.run(_keys(bulk, s)) if k is not None]) > 7)
+    keys = asyncio.run(_keys(bulk, shard))
+    assert None in keys  # the special entry sits among them
+    # Cut as a shard's owner does: at real keys, the last range open-ended.
+    real = [k for k in keys if k is not None]
+    edges = [real[2], real[5]]
+    bounds = [("", edges[0]), (edges[0], edges[1]), (edges[1], "")]
+    listed = []
+    for after, last in bounds:
+        one = IndexLister(bulk, [shard], lister.threads, page_size=lambda filtered: 2, last=last)
+        pages = asyncio.run(_all(one, Scope(), {"shards": [after]} if after else {}))
+        got = [e["Key"] for entries, _ in pages for e in entries]
+        assert all(index_name(k) <= last for k in got) if last else got, (after, last)
+        listed += got
+    whole = asyncio.run(_all(IndexLister(bulk, [shard], lister.threads), Scope(), {}))
+    assert sorted(listed) == sorted(e["Key"] for entries, _ in whole for e in entries)
+    assert len(listed) == len(set(listed))
+
+
+async def _keys(bulk, shard, after="", prefix=""):
+    return [k async for page in key_pages(bulk, shard, after, Threads(2, Retry(1.0)), prefix=prefix, page_size=3)
+            for k in page]
+
+
+def test_keys_only_listing_follows_a_prefix_and_moves_past_special_entries():
+    w = World(extra_plain=30)
+    bulk = FakeBulk(w, INDEX)
+    shards = sorted(o for o in w.pools[INDEX] if o.startswith(f".dir.{w.bucket_id}"))
+    every = [k for s in shards for k in asyncio.run(_keys(bulk, s))]
+    assert sorted(k for k in every if k is not None and k.startswith("extra/")) == sorted(
+        index_name(k) for k in w.index if k.startswith("extra/"))
+    assert every.count(None) == len(shards)  # each shard's bucket-log entry, passed, not looped on
+    under = [k for s in shards for k in asyncio.run(_keys(bulk, s, prefix="extra/"))]
+    assert sorted(under) == sorted(k for k in w.index if k.startswith("extra/"))
+
+
+def test_a_name_python_rados_cannot_decode_among_ascii_keys_stops_key_ranges_rather_than_skip_keys():
+    w = World(extra_plain=20)
+    bulk = FakeBulk(w, INDEX)
+    shards = sorted(o for o in w.pools[INDEX] if o.startswith(f".dir.{w.bucket_id}"))
+    assert not undecodable_name(["a", "b", None, None, "\u00fcber"])  # cls_rgw's entries sit there
+    assert undecodable_name(["a", None, "b"])
+    # A name above U+10FFFF (older RGWs let it through): python-rados cannot decode it either.
+    real_page, real_keys = bulk.omap_page, bulk.omap_keys_page
+
+    async def keys_with_a_bad_name(oid, after, n, **kw):
+        keys = await real_keys(oid, after, n, **kw)
+        return [keys[0], None, *keys[1:]] if oid == shards[0] and not after else keys
+
+    async def page_with_a_bad_name(oid, after, n, **kw):
+        rows = await real_page(oid, after, n, **kw)
+        return [rows[0], (None, b""), *rows[1:]] if oid == shards[0] and not after else rows
+
+    bulk.omap_keys_page, bulk.omap_page = keys_with_a_bad_name, page_with_a_bad_name
+    with pytest.raises(PurgeFailed, match="cannot decode.*range_entries = 0"):
+        asyncio.run(_keys(bulk, shards[0]))
+    one = IndexLister(bulk, [shards[0]], Threads(2, Retry(1.0)), page_size=lambda filtered: 1000, last="~")
+    with pytest.raises(PurgeFailed, match="cannot decode.*range_entries = 0"):
+        asyncio.run(_all(one, Scope(), {}))
+    whole = IndexLister(bulk, [shards[0]], Threads(2, Retry(1.0)), page_size=lambda filtered: 1000)
+    assert asyncio.run(_all(whole, Scope(), {}))  # without ranges the listing goes on as before

@@ -136,6 +136,47 @@ def test_impact_normal_purges_the_whole_bucket_with_bucket_rm_and_refuses_a_pref
     assert any("bucket rm --bucket capture-mixed --purge-objects" in line for line in world.log)
 
 
+def test_a_bucket_rm_that_crashes_once_is_run_again_and_the_purge_finishes(env, capsys):
+    world, flags, opened = env
+    world.rm_crashes = 1
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--impact", "normal"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and not world.exists and not world.index
+    assert sum("bucket rm --bucket capture-mixed" in line for line in world.log) == 2
+
+
+def test_a_bucket_rm_that_crashes_twice_fails_in_one_line_naming_the_crash_and_a_rerun_finishes(env, capsys):
+    world, flags, opened = env
+    world.rm_crashes = 2
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--impact", "normal"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("rgwkeeper: error: "), err
+    assert ("radosgw-admin bucket rm --bucket capture-mixed --purge-objects: crashed with SIGABRT (exit 134): "
+            "*** Caught signal (Aborted) **") in err[-1], err
+    assert "--keyring" not in err[-1] and "end dump" not in err[-1]
+    assert world.exists and world.index  # half-way: the rerun resumes it
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--impact", "normal"]) == 0
+    assert not world.exists and not world.index
+
+
+def test_a_bucket_rm_that_crashed_after_the_bucket_was_gone_is_not_run_again(env, capsys):
+    world, flags, opened = env
+    world.rm_crashes, world.rm_crash_leaves = 1, "all"
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--impact", "normal"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True and not world.exists
+    assert sum("bucket rm --bucket capture-mixed" in line for line in world.log) == 1
+
+
+@pytest.mark.parametrize("leaves", ["recreated", "recreated-s3"])
+def test_a_bucket_rm_that_crashed_is_not_run_again_on_a_bucket_re_created_under_its_name(env, capsys, leaves):
+    world, flags, opened = env
+    world.rm_crashes, world.rm_crash_leaves = 1, leaves
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--impact", "normal"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "re-created meanwhile; nothing more was removed" in err and world.bucket_id in err, err
+    assert sum("bucket rm --bucket capture-mixed" in line for line in world.log) == 1
+
+
 def test_impact_normal_with_a_filter_or_another_method_is_one_line_and_sends_nothing(env, capsys):
     world, flags, opened = env
     for extra, said in ((["--prefix", "plain/"], "purges whole buckets only"),

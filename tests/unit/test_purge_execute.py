@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from structlog.testing import capture_logs
 
-from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.lcrun import LifecycleBusy
@@ -392,6 +392,46 @@ def test_lc_process_that_another_worker_skipped_is_run_again(tmp_path, held, bus
     assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == held + busy + 1
 
 
+def test_an_lc_process_that_crashes_runs_once_more_and_a_second_crash_fails_in_one_line(tmp_path):
+    rules = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+              "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lifecycle, w.lc_crashes = [dict(r) for r in rules], 1
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    report = run(p, io, cp, settings=Settings(checkpoint_interval_s=0.0, lc_poll_s=0.0))
+    assert report.ok, report.checks
+    assert not any(k.startswith("extra/") for k in w.index)
+    assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == 2
+
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lifecycle, w.lc_crashes = [dict(r) for r in rules], 2
+    (tmp_path / "again").mkdir()
+    p, io, cp, _ = make(w, tmp_path / "again", PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    with pytest.raises(CommandFailed, match=r"^radosgw-admin lc process --bucket capture-mixed: crashed with SIGABRT"):
+        run(p, io, cp, settings=Settings(checkpoint_interval_s=0.0, lc_poll_s=0.0))
+    assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == 2
+    assert w.lifecycle == rules and {f"extra/{i:05d}" for i in range(3)} <= set(w.index)
+
+
+def test_an_lc_process_crash_that_left_a_recent_entry_held_fails_at_once_saying_so(tmp_path):
+    """As `expire` finds a bucket whose rules were in place already: RGW's own worker ran it an
+    hour ago (`started` stamped). The crashed run leaves the entry PROCESSING since then, which
+    RGW skips for two lifecycle days; running again would only look like another worker's hold
+    until the wait ran out, so it says so at once."""
+    w = World(extra_plain=3).as_release("reef", "18.2.4")
+    w.lifecycle = [{"ID": "keep-a-week", "Status": "Enabled", "Filter": {"Prefix": ""},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 7}}]
+    w.lc_entry = {**w.lc_entry, "status": "COMPLETE", "started": email.utils.formatdate(time.time() - 3600, usegmt=True)}
+    w.lc_crashes = 1
+    io, _ = purge_io(w, tmp_path)
+    with pytest.raises(CephError, match=r"crashed with SIGABRT .*left the bucket's lifecycle entry PROCESSING since "
+                                        r".*: run expire again after that$"):
+        asyncio.run(lcrun.process_now(io.rgw, w.bucket, timeout_s=60.0, busy_wait_s=2.0, poll_s=0.01,
+                                      held_hint="run expire again after that"))
+    assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == 1
+    assert {f"extra/{i:05d}" for i in range(3)} <= set(w.index)
+
+
 def test_lc_process_held_past_the_wait_fails_and_keeps_the_checkpoint(tmp_path):
     w = World(extra_plain=3).as_release("reef", "18.2.4")
     w.lc_held_runs = 1000
@@ -604,6 +644,30 @@ def test_an_index_that_still_counts_unknown_entries_is_never_dropped(tmp_path, m
     assert cp.load().status == "failed"
 
 
+@pytest.mark.parametrize("release", [None, ("tentacle", "20.2.4")])
+def test_the_drop_confirms_a_gone_bucket_with_radosgw_admin_before_it_skips_its_checks(tmp_path, monkeypatch,
+                                                                                         release):
+    """At the drop the admin API answers on RGW's path for S3 (NoSuchBucket to everything) while a
+    new bucket has taken the name: "gone" would skip the id check, and the drop goes by name
+    (`metadata rm bucket:B`; on Tentacle nothing at all, then a sweep-free end)."""
+    from rgwkeeper.purge.plan import DropBucket
+
+    w = World() if release is None else World().as_release(*release)
+    p, io, cp, _ = make(w, tmp_path)
+    real = STEP_HANDLERS[DropBucket]
+
+    async def recreated_behind_the_s3_path(executor, step):
+        w.bucket_id = w.stats["id"] = "6bc64fcb-9701-4a37-b156-2e84927630a8.9999.1"
+        w.admin_api_fault = "s3"
+        return await real(executor, step)
+
+    monkeypatch.setitem(STEP_HANDLERS, DropBucket, recreated_behind_the_s3_path)
+    with pytest.raises(PurgeFailed, match="re-created; nothing more is removed"):
+        run(p, io, cp)
+    assert w.exists and w.instance is not None and w.pools[INDEX]
+    assert any(line.startswith("radosgw-admin bucket stats --bucket capture-mixed") for line in w.log)
+
+
 def test_a_data_extra_pool_that_was_never_created_holds_nothing(tmp_path):
     # RGW creates the non-ec pool on the first multipart upload only (a fresh 16.2.15 cluster).
     w = World(extra_plain=2).only_head_only_objects()
@@ -641,6 +705,49 @@ def test_profile_comes_from_the_admin_api_and_falls_back_without_metadata_caps(t
     w.exists = False
     with pytest.raises(NoSuchBucket):
         asyncio.run(gather_profile("other-bucket", rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+
+
+@pytest.mark.parametrize("fault", ["busy", "s3"])
+def test_profile_reads_with_radosgw_admin_whenever_the_admin_api_gives_no_clear_answer(tmp_path, fault):
+    """The plan's reads fall back like the read-back's: RGW shedding load (503) reads with
+    radosgw-admin, and so does the admin API's "no such bucket", which RGW's path for S3 answers to
+    everything (s3): radosgw-admin confirms it before it counts. An RGW that does not answer at all
+    fails the plan at once, in one line and with nothing written: the purge needs it next."""
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    quiet = asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+    w.admin_api_fault = "down"
+    with pytest.raises(CephUnreachable, match="cannot connect"):
+        asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+    w.log.clear()
+    w.admin_api_reads.clear()
+    w.admin_api_fault = fault
+    assert asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)) == quiet
+    assert any(line.startswith("radosgw-admin bucket stats") for line in w.log)
+    assert any(line.startswith("radosgw-admin metadata get bucket.instance:") for line in w.log)
+    assert len(w.admin_api_reads) == 1, w.admin_api_reads  # the instance read: not a second timeout
+
+
+def test_a_recreated_bucket_is_not_taken_for_the_old_one_when_the_admin_api_says_no_such_bucket(tmp_path):
+    """An unfinished purge resumes on a bucket that is gone (its crash came after the drop), and on
+    no other; RGW's path for S3 answering NoSuchBucket must not make a re-created bucket look gone,
+    or its old plan's S3 deletes, which go by name, would resume on the new bucket."""
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    from rgwkeeper.config import PurgeSection
+
+    cfg = dataclasses.replace(PurgeSection(), protected_buckets=[], long_command_timeout_s=600.0)
+    store = CheckpointStore(tmp_path / "state")
+    req = PurgeRequest("capture-mixed", method="s3")
+    first = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
+    store.ensure()
+    first.checkpoint.save(State(plan=first.plan.to_dict(), step=2, cursor={"start_after": "plain/0"}))
+    w.bucket_id = w.stats["id"] = "6bc64fcb-9701-4a37-b156-2e84927630a8.9999.1"
+    w.instance["data"]["bucket_info"]["bucket"]["bucket_id"] = w.bucket_id
+    w.admin_api_fault = "s3"
+    fresh = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
+    assert not fresh.resuming and "earlier bucket of that name" in fresh.ignored[0]
+    assert fresh.plan.profile.bucket_id == w.bucket_id
 
 
 def test_injected_crash_kills_the_process_right_after_the_nth_cursor_reaches_disk(tmp_path):
@@ -1053,16 +1160,18 @@ def test_a_direct_purge_that_sent_objects_through_s3_runs_gc_without_looking_fir
         "radosgw-admin gc process --include-all", "radosgw-admin gc list --include-all"]
 
 
-def test_the_read_back_runs_its_radosgw_admin_reads_at_once_and_reports_in_a_fixed_order(tmp_path):
-    w = World()
+def _read_back(w, tmp_path, *, setup=lambda w: None):
+    """Run a purge; return (report, the radosgw-admin calls of its read-back, how many of them
+    ran at once at most, the world's log lines of the read-back)."""
     p, io, cp, _ = make(w, tmp_path)
     real = io.rgw._runner
-    state = {"now": 0, "most": 0, "verifying": False}
+    state = {"now": 0, "most": 0, "verifying": False, "calls": [], "from": 0}
 
     async def overlapping(argv, timeout):
         state["now"] += 1
         if state["verifying"]:
             state["most"] = max(state["most"], state["now"])
+            state["calls"].append(" ".join(a for a in argv[5:] if a != "--format=json"))
         try:
             for _ in range(3):  # a process takes a while: let the others start meanwhile
                 await asyncio.sleep(0)
@@ -1075,16 +1184,47 @@ def test_the_read_back_runs_its_radosgw_admin_reads_at_once_and_reports_in_a_fix
     check = executor.verifier.check
 
     async def marked(step):
-        state["verifying"] = True
+        state["verifying"], state["from"] = True, len(w.log)
+        setup(w)
         return await check(step)
 
     executor.verifier.check = marked
     report = asyncio.run(executor.run())
+    return report, sorted(state["calls"]), state["most"], w.log[state["from"]:]
+
+
+def test_the_read_back_reads_through_the_admin_api_runs_two_processes_at_once_and_reports_in_a_fixed_order(
+        tmp_path):
+    report, calls, most, log = _read_back(World(), tmp_path)
     assert report.ok, report.checks
-    assert state["most"] >= 4  # bucket stats, metadata get, gc list, bucket list, user stats
+    # Only what the admin API does not serve is a process: GC, and when the owner's stats were synced.
+    assert calls == ["gc list --include-all", f"user stats --uid {World().owner}"]
+    assert most == 2
+    assert "admin API bucket list --uid" in log and "radosgw-admin bucket stats" not in " ".join(log)
     assert [c.name for c in report.checks] == [
         "bucket gone", "bucket instance gone", "index shards gone", f"no RADOS objects left in {DATA}",
         f"no RADOS objects left in {EXTRA}", "GC processed", "owner unlinked", "owner stats synced"]
+
+
+@pytest.mark.parametrize("fault", ["down", "busy", "s3", "metadata_caps"])
+def test_the_read_back_reads_with_radosgw_admin_whenever_the_admin_api_gives_no_clear_answer(tmp_path, fault):
+    """RGW restarting (down) or shedding load (503 SlowDown), the admin API's path taken for S3 (a 404
+    NoSuchBucket for every read, which must not pass for "the instance is gone"), no metadata=read."""
+    def setup(w):
+        if fault == "metadata_caps":
+            w.metadata_caps = False
+        else:
+            w.admin_api_fault = fault
+
+    report, calls, _, _ = _read_back(World(), tmp_path, setup=setup)
+    assert report.ok, report.checks
+    owner, bucket = World().owner, World().bucket
+    fallen_back = {f"metadata get bucket.instance:{bucket}:{World().bucket_id}"}
+    if fault in ("down", "busy"):
+        fallen_back |= {f"bucket stats --bucket {bucket}", f"bucket list --uid {owner}"}
+    if fault == "s3":  # NoSuchBucket is the bucket's own "gone" (HeadBucket checks it); the others fall back
+        fallen_back |= {f"bucket list --uid {owner}"}
+    assert set(calls) == {"gc list --include-all", f"user stats --uid {owner}", *fallen_back}
 
 
 def test_direct_purge_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket(tmp_path):

@@ -122,3 +122,35 @@ def test_a_cancelled_run_kills_its_process(tmp_path):
     asyncio.run(cancel_while_running())
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+_ARGV = ["radosgw-admin", "--conf", "/etc/ceph/ceph.conf", "--name", "client.admin", "--keyring", "/k",
+         "bucket", "rm", "--bucket", "b", "--purge-objects"]
+_ASSERT = ("/build/ceph-20.2.4/src/rgw/driver/rados/rgw_bucket.cc: In function 'f' thread 7f time t\n"
+           "/build/ceph-20.2.4/src/rgw/driver/rados/rgw_bucket.cc: 240: FAILED ceph_assert(r == 0)\n"
+           "2026-11-27T11:51:02.101+0000 7f3a1c8e4980 -1 *** Caught signal (Aborted) **\n"
+           "--- begin dump of recent events ---\n--- end dump of recent events ---\n")
+
+
+@pytest.mark.parametrize("code, stderr, signal_name, shown", [
+    (-6, _ASSERT, "SIGABRT", "240: FAILED ceph_assert(r == 0)"),  # run directly: the returncode is -N
+    (134, _ASSERT, "SIGABRT", "240: FAILED ceph_assert(r == 0)"),  # through a shell or docker exec
+    (139, "x -1 *** Caught signal (Segmentation fault) **\n--- end dump of recent events ---\n",
+     "SIGSEGV", ": crashed with SIGSEGV (exit 139): *** Caught signal (Segmentation fault) **"),
+    (-11, "", "SIGSEGV", "crashed with SIGSEGV (exit -11): no error text"),
+    # Stopped from outside (an operator, the OOM killer, a service stop): not a crash, never run again.
+    (-9, "", None, "killed by SIGKILL (exit -9): no error text"),
+    (-15, "", None, "killed by SIGTERM (exit -15): no error text"),
+    (137, "", None, "exit 137: no error text"),
+    # A crash dump in stderr does not make a kill from outside a crash: the signal decides.
+    (-15, "x -1 *** Caught signal (Terminated) **\n", None, "killed by SIGTERM (exit -15)"),
+    (143, "x -1 *** Caught signal (Terminated) **\n", None, "exit 143: x -1 *** Caught signal (Terminated) **"),
+    # radosgw-admin's own exits are error numbers modulo 256: 2200 % 256 = 152 is not a signal.
+    (152, "ERROR: something refused\n", None, "exit 152: ERROR: something refused"),
+    (210, "failure: (2002) Unknown error 2002\n", None, "exit 210: failure: (2002) Unknown error 2002"),
+])
+def test_a_crashed_tool_is_told_apart_from_a_refusal_and_named_by_its_command(code, stderr, signal_name, shown):
+    exc = CommandFailed(_ARGV, code, stderr)
+    assert exc.signal_name == signal_name
+    assert str(exc).startswith("radosgw-admin bucket rm --bucket b --purge-objects: ")
+    assert shown in str(exc) and "/k" not in str(exc) and "end dump" not in str(exc)

@@ -14,7 +14,7 @@ import pytest
 
 from rgwkeeper import purge as purge_api
 from rgwkeeper.errors import CephError, CephTimeout, UsageError
-from rgwkeeper.purge.board import Board, Item, LeaseLost, NoSuchJob
+from rgwkeeper.purge.board import RANGE_STRIDE, Board, Item, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import State
 from rgwkeeper.purge.execute import PurgeExecutor, join
 from rgwkeeper.purge.plan import DeleteObjects, Plan, PurgeRequest, Tuning, plan
@@ -647,3 +647,199 @@ def test_a_versioned_bucket_s3_purge_does_not_use_items_even_listing_by_index(tm
         assert not purge_api.uses_items(v)
         [step] = [s for s in v.steps if isinstance(s, DeleteObjects)]
         assert step.versions and "ListObjectVersions" in step.calls[0]
+
+
+# -- key ranges of huge shards ----------------------------------------------------------------
+
+RANGES = Tuning(direct_listing="index", range_entries=5, list_page_size=4)
+
+
+def _check_ranges(items: list[Item]) -> list[Item]:
+    """Each shard's ranges are numbered 1..cuts after it and follow each other: returns them."""
+    ranges = [i for i in items if i.of >= 0]
+    for s in (i for i in items if i.of < 0):
+        mine = sorted((r for r in ranges if r.of == s.n), key=lambda r: r.n)
+        assert [r.n for r in mine] == [s.n + RANGE_STRIDE * k for k in range(1, s.cuts + 1)], s
+        assert [r.last for r in mine] == sorted(r.last for r in mine) and all(r.shard == s.shard for r in mine)
+        assert not s.cutting and not s.last
+    return ranges
+
+
+def test_a_cut_by_a_worker_that_lost_its_item_writes_no_range_and_the_new_owner_numbers_on():
+    clock, osd, (a, b) = boards()
+    a.publish(SPEC, [".dir.x.0"], cutting=True)
+    held = a.take()
+    rng = a.cut(held, "", "k4")
+    assert (rng.n, rng.of, rng.cursor, rng.last) == (RANGE_STRIDE, 0, {}, "k4")
+    assert held.item.cursor == {"after": "k4"} and held.item.cuts == 1 and held.item.cutting
+    clock.t += 31
+    taken = b.take()
+    assert taken.item.cursor == {"after": "k4"} and taken.item.cuts == 1 and taken.item.cutting
+    held.valid_until = clock.t + 100  # a's clock did not notice: the owner compare refuses it
+    with pytest.raises(LeaseLost, match="taken over"):
+        a.cut(held, "k4", "k9")
+    assert held.item.cuts == 1 and held.item.cursor == {"after": "k4"}  # what was not written is not kept
+    assert [i.n for i in b.read().items] == [0, RANGE_STRIDE]
+    nxt = b.cut(taken, "k4", "k9")
+    assert (nxt.n, nxt.cursor, nxt.last) == (2 * RANGE_STRIDE, {"after": "k4"}, "k9")
+    from rgwkeeper.cli.render import render_items
+
+    spec = {**SPEC, "plan": {"profile": {"bucket": "logs1", "bucket_id": "id1", "num_objects": 100},
+                             "request": {"bucket": "logs1"}}}
+    text = "\n".join(render_items(SPEC["plan_id"], purge_api.items_view(dataclasses.replace(b.read(), spec=spec),
+                                                                          now=clock.t)))
+    assert "item     0 .dir.x.0 (cutting key ranges): running by host1:1 (taken 2x)" in text, text
+    assert "item 1000000 .dir.x.0 keys up to 'k4' (a range of item 0): waiting" in text, text
+    assert "item 2000000 .dir.x.0 keys up to 'k9' (a range of item 0): waiting" in text, text
+    assert not a.publish(SPEC, [".dir.x.0"], cutting=True)  # ranges are not shards: a resume keeps them
+    assert a.take().item.n == RANGE_STRIDE  # a range is an item like any other
+
+
+def test_a_cut_retried_after_its_reply_was_lost_does_not_reset_the_range_another_worker_finished():
+    clock, osd, (a, b) = boards()
+    a.publish(SPEC, [".dir.x.0"], cutting=True)
+    held = a.take()
+    osd.lose_next_write = True  # the cut lands, its reply does not
+    with pytest.raises(CephTimeout):
+        a.cut(held, "", "k4")
+    assert held.item.cuts == 0 and held.item.cursor == {}  # not known to be written
+    rng = b.take()  # the range that landed is taken and finished meanwhile
+    assert rng.item.n == RANGE_STRIDE
+    rng.item.counters = {"objects_deleted": 5}
+    b.finish(rng)
+    again = a.cut(held, "", "k4")  # the retry: it finds its cut landed and writes nothing
+    assert again.n == RANGE_STRIDE and held.item.cuts == 1 and held.item.cursor == {"after": "k4"}
+    done = next(i for i in b.read().items if i.n == RANGE_STRIDE)
+    assert done.state == "done" and done.counters == {"objects_deleted": 5}
+    assert a.cut(held, "k4", "k9").n == 2 * RANGE_STRIDE  # and cuts on
+    # A cut that did not land is written by the retry.
+    osd.unreachable = True
+    with pytest.raises(CephTimeout):
+        a.cut(held, "k9", "k12")
+    osd.unreachable = False
+    assert a.cut(held, "k9", "k12").n == 3 * RANGE_STRIDE and held.item.cuts == 3
+    assert [i.n for i in a.read().items] == [0, RANGE_STRIDE, 2 * RANGE_STRIDE, 3 * RANGE_STRIDE]
+
+
+def test_huge_shards_are_cut_into_key_ranges_that_workers_share_and_every_object_is_purged_once(tmp_path):
+    w = World(page_size=4, extra_plain=300)
+    p, io, cp, _ = make(w, tmp_path, tuning=RANGES)
+    assert p.tuning.cuts_shards(p.profile)
+    assert "is cut into ranges of 5 keys by the worker that takes it" in p.step(DeleteObjects).summary
+    assert any("omap keys only of" in c and "every 5 keys, a range item" in c for c in p.step(DeleteObjects).calls)
+    osd = FakeOsd(Clock())
+    board = _board(osd, p, "client.a")
+    # The last shard lists its keys slowly: the other workers run out of items while it still
+    # cuts, and must wait for the ranges it has yet to publish instead of leaving.
+    index = io.bulk(p.profile.index_pool)
+    real_keys, slow = index.omap_keys_page, p.profile.index_shards[-1]
+
+    async def slow_keys(oid, *a, **k):
+        for _ in range(5000 if oid == slow else 0):
+            await asyncio.sleep(0)
+        return await real_keys(oid, *a, **k)
+
+    index.omap_keys_page = slow_keys
+    events: list[tuple[str, int]] = []
+    real_take, real_finish = board.take, board.finish
+
+    def take(*a, **k):
+        lease = real_take(*a, **k)
+        events.append(("take", lease.item.n) if lease else ("none", -1))
+        return lease
+
+    def finish(lease):
+        events.append(("finish", lease.item.n))
+        return real_finish(lease)
+
+    board.take, board.finish = take, finish
+    report = asyncio.run(_executor(p, io, cp, board, workers=3).run())
+    assert report.ok, report.checks
+    assert not w.exists and report.counters["objects_deleted"] == 306 and "sweeps" not in report.counters
+    items = board.read().items
+    ranges = _check_ranges(items)
+    last = len(p.profile.index_shards) - 1
+    # Every range of the slow shard was taken while its owner still worked on it: the others waited.
+    cut_done = events.index(("finish", last))
+    assert all(events.index(("take", r.n)) < cut_done for r in ranges if r.of == last), str(events)
+    assert len(ranges) >= 40 and all(i.state == "done" for i in items)
+    assert all(0 < r.counters.get("objects_deleted", 0) <= 5 for r in ranges)
+    assert all(s.counters.get("objects_deleted", 0) <= 5 for s in items if s.of < 0)  # what was left after the cuts
+    removed = [line for line in w.log if line.startswith("rados rm ")]
+    assert len(removed) == len(set(removed))  # no head removed twice
+
+
+def test_shards_expected_to_hold_less_than_two_ranges_are_not_cut(tmp_path):
+    w = World(page_size=4, extra_plain=100)  # about 10 entries a shard, ranges of 5: not cut
+    p, io, cp, _ = make(w, tmp_path, tuning=RANGES)
+    assert not p.tuning.cuts_shards(p.profile) and "ranges" not in p.step(DeleteObjects).summary
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    report = asyncio.run(_executor(p, io, cp, board).run())
+    assert report.ok and report.counters["objects_deleted"] == 106
+    assert [i.n for i in board.read().items] == list(range(len(p.profile.index_shards)))
+    assert not getattr(io.bulk(p.profile.index_pool), "key_pages", 0)  # no listing ahead
+
+
+def test_an_owner_killed_while_cutting_is_taken_over_and_its_shard_cut_on_from_the_last_range(tmp_path):
+    w = World(page_size=4, extra_plain=300)
+    p, io, cp, _ = make(w, tmp_path, tuning=RANGES)
+    clock = Clock()
+    osd = FakeOsd(clock)
+    killed = FakeBoardStore(osd, "client.a")
+    cuts = []
+
+    def cut_then_die(obj, key, expected, values, real=killed.omap_set_if):
+        if sum(k.startswith("item.") for k in values) == 2:  # a cut: the range and the shard's item
+            if len(cuts) == 2:
+                killed.omap_set_if = lambda *a, **k: (_ for _ in ()).throw(Killed())
+                killed.unlock = lambda *a, **k: None
+                raise Killed()
+            cuts.append(values)
+        return real(obj, key, expected, values)
+
+    killed.omap_set_if = cut_then_die
+    board = Board(killed, p.plan_id, worker="client.a", lease_s=30, clock=clock)
+    state = State(plan=p.to_dict())
+    with pytest.raises(Killed):
+        asyncio.run(_executor(p, io, cp, board, state=state, workers=1).run())
+    stuck = next(i for i in board.read().items if i.takes and i.state != "done")
+    assert stuck.cutting and stuck.cuts == 2 and stuck.cursor["after"]
+    joiner = _board(osd, p, "client.b")
+
+    async def join_then_expire():
+        task = asyncio.ensure_future(join(p, io, joiner, workers=2, settings=FAST, sleep=quick))
+        while not all(i.state == "done" or i.n == stuck.n for i in joiner.read().items):
+            assert not task.done(), task.exception()
+            for _ in range(100):  # sleeps take no time here (no_sleep): let the workers run between reads
+                await asyncio.sleep(0)
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert not task.done()  # the shard still being cut may publish more ranges: the join waits
+        clock.t += 31
+        return await task
+
+    report = asyncio.run(join_then_expire())
+    items = joiner.read().items
+    ranges = _check_ranges(items)
+    again = next(i for i in items if i.n == stuck.n)
+    assert again.takes == 2 and again.cuts > 2 and all(i.state == "done" for i in items)
+    assert report.items == len(items)
+    resumed = _executor(Plan.from_dict(state.plan), io, cp, _board(osd, p, "client.a2"), state=state)
+    final = asyncio.run(resumed.run())
+    assert final.ok, final.checks
+    assert final.counters["objects_deleted"] == 306 and "sweeps" not in final.counters and not w.exists
+    removed = [line for line in w.log if line.startswith("rados rm ")]
+    assert len(removed) == len(set(removed)) and ranges
+
+
+def test_a_bucket_too_big_for_its_range_size_gets_bigger_ranges_not_more_items(tmp_path):
+    from rgwkeeper.purge.plan import MAX_RANGES
+
+    w = World(extra_plain=10)
+    p, *_ = make(w, tmp_path, tuning=RANGES)
+    huge = dataclasses.replace(p.profile, num_objects=10**9)
+    t = Tuning(direct_listing="index", range_entries=100)
+    assert t.range_size(huge) == 10**9 // MAX_RANGES and t.cuts_shards(huge)
+    assert f"ranges of {10**9 // MAX_RANGES:,} keys" in t.items_listing(huge)
+    assert t.range_size(dataclasses.replace(p.profile, num_objects=10**5)) == 100
+    assert not Tuning(direct_listing="index").cuts_shards(huge)  # range_entries 0: never cut
