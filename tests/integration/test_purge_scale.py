@@ -10,8 +10,12 @@ What it checks, beside a clean end:
   `purge --status --json`, no item is ever done and then not done again, or gone once seen;
   its takes and its counters never go down; the objects deleted never exceed the bucket's;
   a range names a shard's item and holds at most 1,000 objects;
-- the killed worker's items are taken over (takes 2) and nothing is counted twice: the purge
-  reports exactly the bucket's objects deleted;
+- the killed worker's items are taken over and nothing is counted twice: the items it held
+  (read with --status while it is stopped, just before the SIGKILL) are taken again by a live
+  worker, whose log says so (takes 2); the purge reports exactly the bucket's objects deleted.
+  The logs, not the watcher, prove the takeover: the takeover comes after the dead worker's
+  lease runs out, when the others have finished everything else, so the taken-over item is
+  often the last one, done and its board removed between two reads of the watcher;
 - nothing outside the bucket is touched: a copy of one of its objects in another bucket reads
   back byte for byte.
 """
@@ -22,11 +26,11 @@ import json
 import os
 import signal
 import subprocess
+import socket
 import sys
 import threading
 import time
-
-import pytest
+from pathlib import Path
 
 from tests.integration.test_purge import (ITEMS_POOL, assert_nothing_left, bucket_stats, cli, cli_argv,
                                           radosgw_admin)
@@ -72,31 +76,43 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
 
     config = (f'direct_listing = "index"\nitem_lease_s = 10\nrange_entries = {RANGE}\n'
               f'[daemon]\npool = "{ITEMS_POOL}"\n')
-    purge = subprocess.Popen(cli_argv(ceph_cluster, tmp_path, "purge", b, "--workers", "1", "--yes", "--json",
-                                      config=config),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    logs: list[Path] = []
+
+    def start(*args: str, endpoint: str | None = None) -> subprocess.Popen:
+        argv = cli_argv(ceph_cluster, tmp_path, "purge", *args, "--workers", "1", "--yes", "--json", config=config)
+        argv[argv.index("rgwkeeper") + 1:argv.index("rgwkeeper") + 1] = ["--log-level", "info"]  # items taken
+        if endpoint:
+            argv[argv.index("--rgw-endpoint") + 1] = endpoint
+        out, err = tmp_path / f"purge-{len(logs)}.out", tmp_path / f"purge-{len(logs)}.err"
+        logs.append(err)
+        # Files, not pipes: a pipe nobody reads until the end fills and stalls its worker.
+        with out.open("w") as o, err.open("w") as e:
+            return subprocess.Popen(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    purge = start(b)
     procs = [purge]
     seen: dict[int, tuple[str, int, int]] = {}  # item -> (state, takes, deleted) last seen
     problems: list[str] = []
     stop = threading.Event()
+    held: list[int] = []
     try:
-        job = _job_from_stderr(purge)
-
-        def join(endpoint: str) -> subprocess.Popen:
-            argv = cli_argv(ceph_cluster, tmp_path, "purge", b, "--join", job, "--workers", "1", "--yes", "--json",
-                            config=config)
-            argv[argv.index("--rgw-endpoint") + 1] = endpoint
-            return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
-
-        joins = [join(second_rgw), join(ceph_cluster.rgw_endpoint)]
+        job = _job_from_stderr(purge, logs[0])
+        joins = [start(b, "--join", job, endpoint=second_rgw), start(b, "--join", job)]
         procs += joins
+
+        def status() -> dict | None:
+            st = cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=config, check=False)
+            return json.loads(st.stdout) if st.returncode == 0 else None
 
         def watch() -> None:
             while not stop.is_set():
-                st = cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=config, check=False)
-                if st.returncode == 0:
-                    _check_consistent(json.loads(st.stdout), seen, n, problems)
+                try:
+                    doc = status()
+                    if doc is not None:
+                        _check_consistent(doc, seen, n, problems)
+                except Exception as exc:  # noqa: BLE001 - a watcher that dies silently checks nothing
+                    problems.append(f"the status watcher failed: {exc!r}")
+                    return
                 time.sleep(0.5)
 
         watcher = threading.Thread(target=watch, daemon=True)
@@ -106,11 +122,9 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
         while sum(d for _, _, d in seen.values()) < n // 2:
             assert time.monotonic() < deadline and victim.poll() is None, "the purge did not get half-way"
             time.sleep(0.5)
-        os.killpg(victim.pid, signal.SIGKILL)  # holding its items' leases
-        victim.wait()
-        out, err = purge.communicate(timeout=900)
-        assert purge.returncode == 0, err[-3000:]
-        joins[1].communicate(timeout=300)
+        held = _kill_holding(victim, status, deadline)
+        out = _finish(purge, logs[0], timeout=900)
+        _finish(joins[1], logs[2], timeout=300)
         stop.set()
         watcher.join(30)
     finally:
@@ -123,22 +137,62 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
     doc = json.loads(out)
     assert doc["ok"], doc["checks"]
     assert doc["counters"]["objects_deleted"] == n, doc["counters"]  # each page counted once
-    assert any(takes >= 2 for _, takes, _ in seen.values()), "no item of the killed worker was taken over"
+    # Every item the killed worker held is taken over by a live one (its second take, or later).
+    retaken = {e["item"] for e in _events(logs[0], logs[2]) if e.get("event") == "purge item taken"
+               and e.get("takes", 0) >= 2}
+    assert set(held) <= retaken, (held, sorted(retaken), logs[1].read_text()[-2000:])
     assert sum(1 for i in seen if i >= 1_000_000) >= SHARDS, sorted(seen)  # every shard cut at least once
     assert bucket_stats(ceph_cluster, b) is None
     assert_nothing_left(ceph_cluster, marker)
     assert s3.get_object(Bucket=copies, Key="c")["Body"].read() == original
 
 
-def _job_from_stderr(proc: subprocess.Popen) -> str:
+def _job_from_stderr(proc: subprocess.Popen, err: Path) -> str:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if "--join " in line:
-            return line.split("--join ", 1)[1].split()[0]
-        if not line and proc.poll() is not None:
+        for line in err.read_text().splitlines():
+            if "--join " in line:
+                return line.split("--join ", 1)[1].split()[0]
+        if proc.poll() is not None:
             break
-    raise AssertionError("the purge printed no --join command")
+        time.sleep(0.2)
+    raise AssertionError(f"the purge printed no --join command: {err.read_text()[-2000:]}")
+
+
+def _kill_holding(victim: subprocess.Popen, status, deadline: float) -> list[int]:
+    """SIGKILL the victim while it holds at least one item: stopped first (SIGSTOP), so the
+    status read then is what it holds when killed; a victim between items (or one that holds
+    nothing yet) is let go on and tried again. The items it held."""
+    name = f"{socket.gethostname()}:{victim.pid}"
+    while True:
+        assert time.monotonic() < deadline and victim.poll() is None, "the victim never held an item"
+        os.killpg(victim.pid, signal.SIGSTOP)
+        doc = status()
+        held = [i["item"] for i in (doc or {}).get("items", []) if i["worker"] == name and i["state"] != "done"]
+        if held:
+            os.killpg(victim.pid, signal.SIGKILL)  # holding these items' leases
+            victim.wait()
+            return held
+        os.killpg(victim.pid, signal.SIGCONT)
+        time.sleep(0.5)
+
+
+def _finish(proc: subprocess.Popen, err: Path, *, timeout: float) -> str:
+    proc.wait(timeout=timeout)
+    assert proc.returncode == 0, err.read_text()[-3000:]
+    return err.with_suffix(".out").read_text()
+
+
+def _events(*logs: Path) -> list[dict]:
+    """The JSON log events of these stderr files (lines that are not JSON skipped)."""
+    events = []
+    for path in logs:
+        for line in path.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
 
 
 def _check_consistent(status: dict, seen: dict[int, tuple[str, int, int]], n: int, problems: list[str]) -> None:
