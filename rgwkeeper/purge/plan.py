@@ -838,8 +838,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             entry_rm=rgwa.metadata_rm_args(f"bucket:{b}"),
             instance_rm=rgwa.metadata_rm_args(f"bucket.instance:{b}:{p.bucket_id}"),
             stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
-            calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
-                   "index entries of heads removed directly; otherwise sweep the index again",
+            calls=(_drop_count_check(p),
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                    + " (what radosgw-admin bi purge does, without a process per call)", _GC_WHEN_NEEDED_CALL),
             owner=p.owner)
@@ -908,13 +907,18 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
         f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
         "resync the owner's stats; meanwhile " + _GC_WHEN_NEEDED,
         stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
-        calls=(f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True must count only the "
-               "index entries of heads removed directly; otherwise sweep the index again",
+        calls=(_drop_count_check(p),
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
                f"S3 DeleteBucket bucket={p.bucket}", _GC_WHEN_NEEDED_CALL),
         owner=p.owner, through_rgw=True)
+
+
+def _drop_count_check(p: BucketProfile) -> str:
+    return (f"before dropping: admin API GET /admin/bucket?bucket={p.bucket}&stats=True (radosgw-admin bucket stats "
+            "when RGW gives no clear answer, and to confirm a bucket the API says is gone) must count only the "
+            "index entries of heads removed directly; otherwise sweep the index again")
 
 
 def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
 from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.errors import CephError, CephUnreachable, NotFound
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid, index_name
 from tests.unit.fakes import UnexpectedCall, load_fixture
@@ -115,6 +115,8 @@ class World:
         self.lc_held_since = email.utils.formatdate(time.time() - 5, usegmt=True)  # the other worker's stamp
         self.lc_busy_runs = 0
         self.lc_crashes = 0  # lc process runs that abort (SIGABRT, Ceph's crash dump) before processing
+        self.lc_list_timeouts = 0  # lc list calls right after a crashed lc process that get no answer in time
+        self._lc_list_timeouts_now = 0
         self.admin_api_reads: list[str] = []  # every admin API read tried, answered or not
         self.rewrite_on_head: set[str] = set()
         self.tags: dict[str, dict[str, str]] = {}  # key -> its tag set (none: no tags)
@@ -377,6 +379,7 @@ class FakeRunner:
                     # aborts while it lists the bucket: nothing expired, the entry left held.
                     w.lc_crashes -= 1
                     w.lc_entry = {**w.lc_entry, "status": "PROCESSING"}
+                    w._lc_list_timeouts_now = w.lc_list_timeouts
                     return CompletedRun(tuple(argv), 128 + 6, "", CRASH_DUMP, 0.0)
                 if w.release == "pacific":
                     # 16.2.15 ignores --bucket and runs the first bucket of each lifecycle shard
@@ -401,6 +404,9 @@ class FakeRunner:
                               "started": w.lc_entry["started"]}
                 return ok()
             case ["lc", "list"]:
+                if w._lc_list_timeouts_now:
+                    w._lc_list_timeouts_now -= 1
+                    raise CephTimeout("radosgw-admin lc list", f"no answer within {timeout:g} s")
                 entry = w.lc_entry
                 if w.lc_held_runs:  # another worker has it: PROCESSING, started when it began
                     entry = {**entry, "status": "PROCESSING", "started": w.lc_held_since}

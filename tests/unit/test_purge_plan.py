@@ -148,9 +148,11 @@ def test_direct_plan_shows_exact_commands():
                for c in cmds)
     with_access = p.commands(lambda *a: ["radosgw-admin", "--conf", "/etc/ceph/x.conf", *a])
     assert "radosgw-admin --conf /etc/ceph/x.conf gc process --include-all" in with_access
-    # The drop's count check, as the executor reads it: one admin API request, not a process.
-    assert any(c.startswith("before dropping: admin API GET /admin/bucket?bucket=capture-mixed&stats=True must "
-                            "count only the index entries") for c in cmds)
+    # The drop's count check, as the executor reads it: one admin API request, not a process,
+    # and radosgw-admin where the API gives no clear answer or says "gone" (confirmed_bucket_stats).
+    assert any(c.startswith("before dropping: admin API GET /admin/bucket?bucket=capture-mixed&stats=True "
+                            "(radosgw-admin bucket stats when RGW gives no clear answer, and to confirm a bucket "
+                            "the API says is gone) must count only the index entries") for c in cmds)
 
 
 @pytest.mark.parametrize("changes, why", [
