@@ -15,6 +15,8 @@ multipart), a fresh bucket is filled with the same seeded sizes and deleted by:
   ``--join``s started as soon as it prints its id, as N admin nodes would (each process's
   start, about a second, counts); any rgwkeeper method with ``-2rgw`` appended: the same over
   two RGWs of the zone (the harness's second RGW is started for the run);
+- any in-process rgwkeeper method with ``-capR`` appended: capped at R objects/s
+  (``purge.max_objects_per_second``), for the CPU a purge costs at a given rate;
 - ``rados-floor``: as many RADOS objects of the same sizes written straight into the data pool
   and removed with ``rados cleanup --prefix`` (its default 16 in flight): what RADOS itself costs.
 
@@ -23,6 +25,12 @@ leave tails to RGW's GC, ``radosgw-admin gc process --include-all`` is run and c
 RGW would wait ``rgw_gc_obj_min_wait``, 2 h by default, before even starting; the API-only
 time is printed too). After each method the data pool is listed for the bucket's marker:
 anything left is reported. The machine is shared and noisy: compare ratios within one run.
+
+CPU: each method's CPU seconds from its start until the space is free, per 1,000 objects, read
+from /proc (the cluster's daemons run in a container on this host): the whole host (busy time
+in /proc/stat), the OSDs (``ceph-osd``), the RGWs (``radosgw``) and the rest (the purging
+client, rgwkeeper in-process or ``radosgw-admin`` with its ``docker exec``, mon, mgr, and
+whatever else ran). Where a purge's load on the host lands is what ingest beside it shares.
 
     .venv/bin/python -m bench.purge [--small 3000] [--small-sizes 4KiB-64KiB] [--large 24] [--repeat 1]
 """
@@ -45,8 +53,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 STOCK = ("s3-one-batch", "admin-purge", "admin-purge-bypass-gc")
+#: Processes whose CPU is counted apart (/proc/PID/comm), the rest is "other".
+DAEMONS = {"ceph-osd": "osd", "radosgw": "rgw"}
+_TICK = os.sysconf("SC_CLK_TCK")
 #: rgwkeeper, rgwkeeper-index, rgwkeeper-index-wN (N workers), each perhaps with -2rgw (two RGWs).
-RGWKEEPER_METHOD = r"rgwkeeper(-index(?:-w([1-9]|[1-5][0-9]|6[0-4])|-p([1-8]))?)?(-2rgw)?"
+#: Any in-process one with -capR: capped at R objects/s (purge.max_objects_per_second).
+RGWKEEPER_METHOD = r"rgwkeeper(-index(?:-w([1-9]|[1-5][0-9]|6[0-4])|-p([1-8]))?)?(-2rgw)?(?:-cap([1-9][0-9]{0,4}))?"
 DATA_POOL = "default.rgw.buckets.data"
 
 
@@ -55,6 +67,33 @@ def parse_range(text: str) -> tuple[int, int]:
 
     lo, _, hi = text.partition("-")
     return parse_size(lo), parse_size(hi or lo)
+
+
+def cpu_now(proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds so far: the host's busy time (/proc/stat: all but idle and iowait) and, by
+    DAEMONS, the user + system time of their live processes."""
+    fields = [int(v) for v in (proc / "stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    out = {"host": (sum(fields[:8]) - idle) / _TICK, **{k: 0.0 for k in DAEMONS.values()}}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm, rest = (entry / "stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue  # gone meanwhile
+        kind = DAEMONS.get(comm.split("(", 1)[1])
+        if kind is not None:
+            f = rest.split()
+            out[kind] += (int(f[11]) + int(f[12])) / _TICK
+    return out
+
+
+def cpu_per_k(before: dict[str, float], after: dict[str, float], objects: int) -> dict[str, float]:
+    """CPU seconds per 1,000 objects between two cpu_now readings, and the rest ("other")."""
+    d = {k: after[k] - before[k] for k in before}
+    d["other"] = d["host"] - sum(d[k] for k in DAEMONS.values())
+    return {k: round(v * 1000 / max(1, objects), 3) for k, v in d.items()}
 
 
 class Bench:
@@ -127,14 +166,15 @@ class Bench:
         return time.monotonic()
 
     def rgwkeeper(self, bucket: str, listing: str = "s3", workers: int | None = None,
-                  more_endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
+                  more_endpoints: tuple[str, ...] = (), cap: float = 0.0) -> dict[str, Any]:
         from rgwkeeper import config as config_mod
         from rgwkeeper import purge as purge_api
         from rgwkeeper.access import ClusterAccess
         from rgwkeeper.purge.plan import PurgeRequest
 
         cfg = config_mod.parse({"purge": {"state_dir": str(self.workdir / "state"), "direct_listing": listing,
-                                          **({"workers": workers} if workers else {})}})
+                                          **({"workers": workers} if workers else {}),
+                                          **({"max_objects_per_second": cap} if cap else {})}})
         access = ClusterAccess(conf=self.info.conf, keyring=self.info.keyring, client_name="client.admin",
                                rgw_endpoint=self.info.rgw_endpoint, rgw_credentials_file=self.info.credentials_file,
                                timeout_s=30, rgw_more_endpoints=more_endpoints)
@@ -236,6 +276,7 @@ class Bench:
         marker = self.marker(bucket)
         rados_objects = self.rados_ls(marker + "_")
         row: dict[str, Any] = {"method": method, "objects": len(sizes), "rados_objects": rados_objects, "load": load}
+        cpu0 = cpu_now()
         t0 = time.monotonic()
         if method.startswith("rgwkeeper"):
             m = re.fullmatch(RGWKEEPER_METHOD, method)
@@ -243,7 +284,7 @@ class Bench:
             more = (self.info.rgw2_endpoint,) if m.group(4) else ()
             out = (self.rgwkeeper_processes(bucket, int(m.group(3)), more) if m.group(3) else
                    self.rgwkeeper(bucket, "index" if m.group(1) else "s3", int(m.group(2)) if m.group(2) else None,
-                                  more))
+                                  more, cap=float(m.group(5) or 0)))
             row.update(free_s=out["free_s"], api_s=out["free_s"], verified_s=out["verified_s"],
                        chosen=out["method"], plan_s=round(out["plan_s"], 3), step_s=out["step_s"],
                        **({"per_process": out["per_process"]} if "per_process" in out else {}))
@@ -254,6 +295,7 @@ class Bench:
             if method != "admin-purge-bypass-gc":
                 self.admin("gc", "process", "--include-all")
             row["free_s"] = time.monotonic() - t0
+        row["cpu_s_per_k"] = cpu_per_k(cpu0, cpu_now(), len(sizes))
         row["left"] = self.rados_ls(marker + "_")
         return row
 
@@ -273,6 +315,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[m]["chosen"] = rs[0]["chosen"]
         if "rados_objects" in rs[0]:
             out[m]["rados_objects"] = rs[0]["rados_objects"]
+        if "cpu_s_per_k" in rs[0]:
+            out[m]["cpu_s_per_k"] = {k: round(statistics.median(r["cpu_s_per_k"][k] for r in rs), 3)
+                                     for k in rs[0]["cpu_s_per_k"]}
     stock = [out[m]["objects_per_s"] for m in STOCK if m in out]
     best = max(stock) if stock else None
     floor = out.get("rados-floor", {}).get("objects_per_s")
@@ -307,11 +352,12 @@ def main() -> None:
     p.add_argument("--methods", default=",".join((*STOCK, "rgwkeeper", "rados-floor")))
     args = p.parse_args()
     methods = args.methods.split(",")
-    unknown = [m for m in methods if m not in (*STOCK, "rados-floor") and not re.fullmatch(RGWKEEPER_METHOD, m)]
+    unknown = [m for m in methods if m not in (*STOCK, "rados-floor") and not re.fullmatch(RGWKEEPER_METHOD, m)
+               or re.fullmatch(r"rgwkeeper.*-p\d.*-cap\d+", m)]
     if unknown:
         p.error(f"unknown method {unknown[0]!r}: {', '.join(STOCK)}, rgwkeeper, rgwkeeper-index, "
                 "rgwkeeper-index-wN (N workers, 1 to 64), rgwkeeper-index-pN (N processes, 1 to 8), any "
-                "rgwkeeper one with -2rgw, rados-floor")
+                "rgwkeeper one with -2rgw, any in-process rgwkeeper one with -capR (R objects/s), rados-floor")
     rng = random.Random(args.seed)
     lo, hi = parse_range(args.small_sizes)
     small = [rng.randint(lo, hi) for _ in range(args.small)]
@@ -344,11 +390,12 @@ def main() -> None:
     for name, res in out.items():
         print(f"\n{name}: {res['sizes']}")
         print(f"  {'method':24} {'free s':>8} {'api s':>8} {'obj/s':>8} {'x best stock':>13} {'x floor':>8} "
-              f"{'left':>5} {'load':>5}")
+              f"{'left':>5} {'load':>5}   CPU s per 1,000 objects: host, osd, rgw, other")
         for m, v in res["summary"].items():
             print(f"  {m + (' (' + v['chosen'] + ')' if 'chosen' in v else ''):24} {v['free_s']:8.2f} "
                   f"{v.get('api_s', v['free_s']):8.2f} {v['objects_per_s']:8.1f} {v.get('x_best_stock', 0):13.2f} "
-                  f"{v.get('x_rados_floor', 0):8.2f} {v['left']:5d} {v['load']:5.1f}")
+                  f"{v.get('x_rados_floor', 0):8.2f} {v['left']:5d} {v['load']:5.1f}   "
+                  + ", ".join(f"{c:.3f}" for c in (v.get("cpu_s_per_k") or {}).values()))
     print(json.dumps({k: {"sizes": v["sizes"], "summary": v["summary"]} for k, v in out.items()}, indent=1))
 
 
