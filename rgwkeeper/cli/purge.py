@@ -374,7 +374,7 @@ def _join(job_id: str, request: PurgeRequest, workers: int | None, yes: bool, as
         n = workers or cfg.purge.workers
         with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s,
                                   workers=n) as board:
-            snap = board.read()
+            snap = purge_api.read_to_join(board)
             done = sum(1 for i in snap.items if i.state == "done")
             _confirm([f"About to join purge {job_id} of bucket {request.bucket}: {done} of {len(snap.items)} work "
                       f"items done; {n} workers here delete what the items they take list"], request.bucket, yes)
@@ -744,7 +744,7 @@ def _join_many(job_id: str, request: PurgeRequest, workers: int | None, yes: boo
         slots = workers or cfg.purge.workers
         with purge_api.open_board(io.rados, job_id, pool=cfg.daemon.pool, lease_s=cfg.purge.item_lease_s,
                                   workers=slots) as board:
-            snap = board.read()
+            snap = purge_api.read_to_join(board)
             if not purge_api.many.is_many(snap):
                 raise UsageError(f"purge {job_id} purges one bucket ({snap.spec['plan']['profile']['bucket']}): give "
                                  "that BUCKET with --join")

@@ -58,7 +58,7 @@ log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "items_view", "join", "open_board",
            "job_status", "many", "purge_job_bucket", "resume_prepared", "run_many",
-           "request_differences", "uses_items", "valid_job_id", "worker_name",
+           "read_to_join", "request_differences", "uses_items", "valid_job_id", "worker_name",
            "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",
            "Tuning", "ExpiryOutcome", "apply_expiry_with", "close_io", "expire_configured", "gather_profile", "holder_name", "impact", "open_io",
@@ -311,7 +311,7 @@ async def join(board: Board, request: PurgeRequest, io: PurgeIO, *, purge_cfg: P
                on_progress: Callable[[Progress], None] | None = None) -> JoinReport:
     """Add ``workers`` workers to the running purge whose items ``board`` holds. ``request`` (this
     command line) must be the purge's own: a difference is refused, named."""
-    snap = await asyncio.to_thread(board.read)
+    snap = await asyncio.to_thread(read_to_join, board)
     if many.is_many(snap):
         raise UsageError(f"purge {board.job_id} is a job of several buckets: join it with the same filters and no "
                          "BUCKET (nothing was changed)")
@@ -346,6 +346,16 @@ def request_differences(mine: PurgeRequest, theirs: PurgeRequest) -> list[str]:
     """What differs between two requests, as "NAME: X here, Y in the purge"."""
     a, b = asdict(mine), asdict(theirs)
     return [f"{k}: {a[k]!r} here, {b[k]!r} in the purge" for k in a if a[k] != b[k]]
+
+
+def read_to_join(board: Board) -> Snapshot:
+    """The board a ``--join`` joins. No items may also mean the purge has not published them
+    yet: it prints its id (and the join command) before its fence, and publishes after it."""
+    try:
+        return board.read()
+    except NoSuchJob as exc:
+        raise NoSuchJob(f"{exc}; a purge started just now publishes its items a moment after it prints its id: "
+                        "if it did, run --join again in a few seconds") from None
 
 
 def valid_job_id(text: str) -> bool:

@@ -58,6 +58,15 @@ def test_items_are_published_once_and_a_resumed_purge_keeps_them_as_they_stand()
         Board(FakeBoardStore(osd, "client.9"), "aaaaaaaaaaaa", worker="w", lease_s=30).read()
 
 
+def test_a_join_before_the_purge_published_its_items_is_told_to_run_again_and_one_after_reads_them():
+    clock, osd, (a, b) = boards()
+    with pytest.raises(NoSuchJob, match=r"^no purge .* has work items .*: if it did, run --join again in a few "
+                                        r"seconds$"):
+        purge_api.read_to_join(b)
+    assert a.publish(SPEC, [".dir.x.0"])
+    assert [i.shard for i in purge_api.read_to_join(b).items] == [".dir.x.0"]
+
+
 def test_an_item_under_a_live_lease_is_not_taken_and_one_whose_lease_ran_out_is_taken_over():
     clock, osd, (a, b) = boards()
     a.publish(SPEC, [".dir.x.0"])
