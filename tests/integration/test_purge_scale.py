@@ -2,8 +2,8 @@
 items by 3 worker processes against 2 RGWs, one of them killed with SIGKILL half-way; each shard
 of about 2,700 keys is cut into key ranges of 1,000 (purge.range_entries) by the worker that takes it.
 
-The bucket is filled by rgwkeeper's own load generator (its prepare phase, --keep). The whole
-test took 190 s on this 2-core machine (2026-11-27, before key ranges).
+The bucket is filled by rgwkeeper's own load generator (its prepare phase, --keep); how long
+the test takes is in docs/testing.md ("The scale test and the slowest tests").
 
 What it checks, beside a clean end:
 - the item states in RADOS stay consistent while the workers run: read every half second with
@@ -25,14 +25,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
+import re
 import socket
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from tests.integration.test_purge import (ITEMS_POOL, assert_nothing_left, bucket_stats, cli, cli_argv,
+from tests.integration.test_purge import (ITEMS_POOL, assert_nothing_left, bucket_stats, cli_argv,
                                           radosgw_admin)
 
 OBJECTS = 100_000
@@ -77,41 +78,56 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
     config = (f'direct_listing = "index"\nitem_lease_s = 10\nrange_entries = {RANGE}\n'
               f'[daemon]\npool = "{ITEMS_POOL}"\n')
     logs: list[Path] = []
+    # The config is written once (cli_argv writes it): a process reading it while another call
+    # rewrote it could read it half-written.
+    prefix = cli_argv(ceph_cluster, tmp_path, "purge", config=config)
+    prefix[prefix.index("rgwkeeper") + 1:prefix.index("rgwkeeper") + 1] = ["--log-level", "info"]  # items taken
 
     def start(*args: str, endpoint: str | None = None) -> subprocess.Popen:
-        argv = cli_argv(ceph_cluster, tmp_path, "purge", *args, "--workers", "1", "--yes", "--json", config=config)
-        argv[argv.index("rgwkeeper") + 1:argv.index("rgwkeeper") + 1] = ["--log-level", "info"]  # items taken
+        argv = [*prefix, b, *args, "--workers", "1", "--yes", "--json"]
         if endpoint:
             argv[argv.index("--rgw-endpoint") + 1] = endpoint
         out, err = tmp_path / f"purge-{len(logs)}.out", tmp_path / f"purge-{len(logs)}.err"
         logs.append(err)
         # Files, not pipes: a pipe nobody reads until the end fills and stalls its worker.
         with out.open("w") as o, err.open("w") as e:
-            return subprocess.Popen(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=ceph_cluster.env())
 
-    purge = start(b)
+    purge = start()
     procs = [purge]
     seen: dict[int, tuple[str, int, int]] = {}  # item -> (state, takes, deleted) last seen
+    lock = threading.Lock()  # seen and problems: the watcher writes them while the test reads
     problems: list[str] = []
     stop = threading.Event()
     held: list[int] = []
     try:
         job = _job_from_stderr(purge, logs[0])
-        joins = [start(b, "--join", job, endpoint=second_rgw), start(b, "--join", job)]
-        procs += joins
 
         def status() -> dict | None:
-            st = cli(ceph_cluster, tmp_path, "purge", "--status", job, "--json", config=config, check=False)
+            st = subprocess.run([*prefix, "--status", job, "--json"], capture_output=True, text=True, timeout=240,
+                                stdin=subprocess.DEVNULL, env=ceph_cluster.env())
             return json.loads(st.stdout) if st.returncode == 0 else None
+
+        # The purge prints its id before its fence; a join started before it publishes its items
+        # would find none and be refused.
+        deadline = time.monotonic() + 300
+        while status() is None:
+            assert time.monotonic() < deadline and purge.poll() is None, logs[0].read_text()[-2000:]
+            time.sleep(0.5)
+        joins = [start("--join", job, endpoint=second_rgw), start("--join", job)]
+        procs += joins
 
         def watch() -> None:
             while not stop.is_set():
                 try:
                     doc = status()
                     if doc is not None:
-                        _check_consistent(doc, seen, n, problems)
+                        with lock:
+                            _check_consistent(doc, seen, n, problems)
                 except Exception as exc:  # noqa: BLE001 - a watcher that dies silently checks nothing
-                    problems.append(f"the status watcher failed: {exc!r}")
+                    with lock:
+                        problems.append(f"the status watcher failed: {exc!r}")
                     return
                 time.sleep(0.5)
 
@@ -119,14 +135,18 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
         watcher.start()
         victim = joins[0]
         deadline = time.monotonic() + 600
-        while sum(d for _, _, d in seen.values()) < n // 2:
+        while True:
+            with lock:
+                if sum(d for _, _, d in seen.values()) >= n // 2:
+                    break
             assert time.monotonic() < deadline and victim.poll() is None, "the purge did not get half-way"
             time.sleep(0.5)
         held = _kill_holding(victim, status, deadline)
         out = _finish(purge, logs[0], timeout=900)
         _finish(joins[1], logs[2], timeout=300)
         stop.set()
-        watcher.join(30)
+        watcher.join(60)
+        assert not watcher.is_alive(), "the status watcher did not stop"
     finally:
         stop.set()
         for p in procs:
@@ -150,9 +170,10 @@ def test_100k_objects_purged_by_3_workers_on_2_rgws_with_one_killed_half_way(cep
 def _job_from_stderr(proc: subprocess.Popen, err: Path) -> str:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        for line in err.read_text().splitlines():
-            if "--join " in line:
-                return line.split("--join ", 1)[1].split()[0]
+        for line in err.read_text().splitlines(keepends=True):
+            m = re.search(r"--join ([0-9a-f]{12})\b", line)
+            if m and line.endswith("\n"):  # a whole line: the process may be writing it now
+                return m.group(1)
         if proc.poll() is not None:
             break
         time.sleep(0.2)
