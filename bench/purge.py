@@ -70,11 +70,13 @@ def parse_range(text: str) -> tuple[int, int]:
 
 
 def cpu_now(proc: Path = Path("/proc")) -> dict[str, float]:
-    """CPU seconds so far: the host's busy time (/proc/stat: all but idle and iowait) and, by
-    DAEMONS, the user + system time of their live processes."""
+    """CPU seconds so far: the host's busy time (/proc/stat: user, nice, system, irq, softirq;
+    not idle, iowait, nor steal, which is another guest's) and, by DAEMONS, the user + system
+    time of their live processes: every one on the host, so run it with no other cluster
+    beside it; a daemon that restarts meanwhile makes its delta wrong (low, or negative)."""
     fields = [int(v) for v in (proc / "stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    out = {"host": (sum(fields[:8]) - idle) / _TICK, **{k: 0.0 for k in DAEMONS.values()}}
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+    out = {"host": busy / _TICK, **{k: 0.0 for k in DAEMONS.values()}}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue

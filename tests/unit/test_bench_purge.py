@@ -19,8 +19,8 @@ def _proc(root, stat_line, procs):
 
 
 def test_cpu_now_counts_host_busy_time_and_each_daemon_by_name(tmp_path):
-    # user nice system idle iowait irq softirq steal: busy = all but idle and iowait
-    _proc(tmp_path, f"cpu  {_TICK * 3} 0 {_TICK} {_TICK * 50} {_TICK * 7} 0 {_TICK} 0 0 0",
+    # user nice system idle iowait irq softirq steal: busy = all but idle, iowait and steal
+    _proc(tmp_path, f"cpu  {_TICK * 3} 0 {_TICK} {_TICK * 50} {_TICK * 7} 0 {_TICK} {_TICK * 4} 0 0",
           [(10, "ceph-osd", _TICK, _TICK), (11, "ceph-osd", _TICK * 2, 0), (12, "radosgw", _TICK, 0),
            (13, "radosgw-admin", _TICK * 9, 0), (14, "python3 (x)", _TICK * 4, 0)])
     assert cpu_now(tmp_path) == {"host": 5.0, "osd": 4.0, "rgw": 1.0}
