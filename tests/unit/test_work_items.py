@@ -171,6 +171,24 @@ class Killed(BaseException):
     """What SIGKILL looks like here: the process stops between two calls, releasing nothing."""
 
 
+def _killed_at(killed, dies, p, io, cp, clock, state) -> Board:
+    """Run the purge as client.a over ``killed`` until ``dies(key, values)`` says its next
+    compared write is where the process is killed: that write and every later one fail, and
+    nothing is released (a killed process unlocks nothing). The board client.a worked on."""
+    def write(obj, key, expected, values, real=killed.omap_set_if):
+        if dies(key, values):
+            killed.omap_set_if = lambda *a, **k: (_ for _ in ()).throw(Killed())
+            killed.unlock = lambda *a, **k: None
+            raise Killed()
+        return real(obj, key, expected, values)
+
+    killed.omap_set_if = write
+    board = Board(killed, p.plan_id, worker="client.a", lease_s=30, clock=clock)
+    with pytest.raises(Killed):
+        asyncio.run(_executor(p, io, cp, board, state=state, workers=1).run())
+    return board
+
+
 def test_a_worker_killed_mid_item_loses_nothing_another_takes_it_over_from_its_last_page(tmp_path):
     w = World(page_size=4, extra_plain=60)
     p, io, cp, _ = make(w, tmp_path, tuning=Tuning(direct_listing="index", list_page_size=2))
@@ -179,23 +197,18 @@ def test_a_worker_killed_mid_item_loses_nothing_another_takes_it_over_from_its_l
     killed = FakeBoardStore(osd, "client.a")
     records: list[dict] = []  # every item a wrote (take, pages), as written
 
-    def record_then_die(obj, key, expected, values, real=killed.omap_set_if):
+    def second_page(key, values) -> bool:
         if not key.startswith("owner.") or not any(k.startswith("item.") for k in values):
-            return real(obj, key, expected, values)  # the publish, or a take's owner.<n>: not a record
+            return False  # the publish, or a take's owner.<n>: not a record
         rec = json.loads(next(iter(values.values())))
         paged = [r for r in records if r["n"] == rec["n"] and r["cursor"].get("after")]
         if rec["n"] >= 2 and paged and rec["cursor"].get("after"):  # an item's second page, past the first items
-            killed.omap_set_if = lambda *a, **k: (_ for _ in ()).throw(Killed())  # every later write dies too
-            killed.unlock = lambda *a, **k: None  # a killed process releases nothing
-            raise Killed()
+            return True
         records.append(rec)
-        return real(obj, key, expected, values)
+        return False
 
-    killed.omap_set_if = record_then_die
-    board = Board(killed, p.plan_id, worker="client.a", lease_s=30, clock=clock)
     state = State(plan=p.to_dict())
-    with pytest.raises(Killed):
-        asyncio.run(_executor(p, io, cp, board, state=state, workers=1).run())
+    board = _killed_at(killed, second_page, p, io, cp, clock, state)
     held = [i for i in board.read().items if i.state != "done" and i.takes]
     assert len(held) == 1 and held[0].cursor  # killed mid-item, after recording pages of it
     stuck = held[0]
@@ -797,20 +810,15 @@ def test_an_owner_killed_while_cutting_is_taken_over_and_its_shard_cut_on_from_t
     killed = FakeBoardStore(osd, "client.a")
     cuts = []
 
-    def cut_then_die(obj, key, expected, values, real=killed.omap_set_if):
+    def third_cut(key, values) -> bool:
         if sum(k.startswith("item.") for k in values) == 2:  # a cut: the range and the shard's item
             if len(cuts) == 2:
-                killed.omap_set_if = lambda *a, **k: (_ for _ in ()).throw(Killed())
-                killed.unlock = lambda *a, **k: None
-                raise Killed()
+                return True
             cuts.append(values)
-        return real(obj, key, expected, values)
+        return False
 
-    killed.omap_set_if = cut_then_die
-    board = Board(killed, p.plan_id, worker="client.a", lease_s=30, clock=clock)
     state = State(plan=p.to_dict())
-    with pytest.raises(Killed):
-        asyncio.run(_executor(p, io, cp, board, state=state, workers=1).run())
+    board = _killed_at(killed, third_cut, p, io, cp, clock, state)
     stuck = next(i for i in board.read().items if i.takes and i.state != "done")
     assert stuck.cutting and stuck.cuts == 2 and stuck.cursor["after"]
     joiner = _board(osd, p, "client.b")
