@@ -46,6 +46,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -96,6 +97,30 @@ def cpu_per_k(before: dict[str, float], after: dict[str, float], objects: int) -
     d = {k: after[k] - before[k] for k in before}
     d["other"] = d["host"] - sum(d[k] for k in DAEMONS.values())
     return {k: round(v * 1000 / max(1, objects), 3) for k, v in d.items()}
+
+
+def join_to_end(argv: list[str], lead: subprocess.Popen[str], procs: list[subprocess.Popen[str]],
+                stop: tuple[threading.Lock, threading.Event], err: Path) -> dict[str, Any]:
+    """One ``--join`` to its end: its report. A join that comes before the purge published its
+    items is refused with "run --join again": started again while the purge runs; refused
+    once the purge has ended, it joined nothing. Any other failure fails the run."""
+    while True:
+        with open(err, "w") as err_f:
+            with stop[0]:
+                if stop[1].is_set():
+                    return {}
+                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_f, text=True,
+                                        stdin=subprocess.DEVNULL)
+                procs.append(proc)
+            out, _ = proc.communicate(timeout=3600)
+        if proc.returncode == 0:
+            return json.loads(out or "{}")
+        text = err.read_text()
+        if "run --join again" not in text:
+            raise RuntimeError(f"rgwkeeper purge --join: exit {proc.returncode}: {text[-2000:]}")
+        if lead.poll() is not None:
+            return {}
+        time.sleep(0.1)
 
 
 class Bench:
@@ -214,24 +239,28 @@ class Bench:
         with open(err, "w") as err_f:
             lead = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=err_f, text=True, stdin=subprocess.DEVNULL)
             joins: list[subprocess.Popen[str]] = []
+            stop = threading.Lock(), threading.Event()  # no join starts once the run is being torn down
+            pool = ThreadPoolExecutor(max_workers=max(1, n - 1))
             try:
                 deadline = time.monotonic() + 120
                 while n > 1 and not (m := re.search(r"--join ([0-9a-f]{12})", err.read_text())):
                     if lead.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError(f"the purge printed no id to join: {err.read_text()[-2000:]}")
                     time.sleep(0.02)
-                if n > 1:
-                    joins = [subprocess.Popen([*base, "--join", m.group(1)], stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
-                             for _ in range(n - 1)]
+                pending = [pool.submit(join_to_end, [*base, "--join", m.group(1)], lead, joins, stop,
+                                       self.workdir / f"join-{bucket}-{i}.err")
+                           for i in range(n - 1)] if n > 1 else []
                 out, _ = lead.communicate(timeout=3600)
                 end = time.monotonic()
-                joined = [json.loads(j.communicate(timeout=600)[0] or "{}") for j in joins]
+                joined = [f.result(timeout=600) for f in pending]
             finally:
+                with stop[0]:
+                    stop[1].set()
                 for p in (lead, *joins):
                     if p.poll() is None:
                         p.kill()
                         p.wait()
+                pool.shutdown(wait=True)
         if lead.returncode != 0:
             raise RuntimeError(f"rgwkeeper purge of {bucket}: exit {lead.returncode}: {err.read_text()[-2000:]}")
         report = json.loads(out)

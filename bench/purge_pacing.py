@@ -13,11 +13,26 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 
 - ``unpaced``, ``paced``: ``rgwkeeper purge`` as above; ``unpaced:N``: with
   ``purge.rados_ops_in_flight = N`` (librados operations in flight on the direct path);
-- ``cap:R`` or ``cap:R:S``: ``rgwkeeper purge`` capped at R objects/s, each request carrying S
-  seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth);
+- ``cap:R``, ``cap:R:S`` or ``cap:R:S:N``: ``rgwkeeper purge`` capped at R objects/s, each request
+  carrying S seconds of the cap's work (``purge.cap_request_s``, default 0.1; 1 is a second's worth),
+  with N librados operations in flight (``purge.rados_ops_in_flight``; 1: one stat or removal at a
+  time, as the stock ``bucket rm`` removes one object at a time);
 - any rgwkeeper mode with ``@nice`` after it (``cap:450@nice``): the purge runs under ``nice -n 19``;
 - any rgwkeeper mode with ``@idle`` after it (``cap:450@idle``): the purge runs under ``chrt --idle 0``
   (the SCHED_IDLE CPU policy; util-linux); ``@nice`` and ``@idle`` together are refused;
+- any rgwkeeper mode with ``@rare-ckpt`` after it (``cap:450@rare-ckpt``): the purge writes its
+  checkpoint (a file write and two fsyncs on the admin node's disk) every 600 s instead of every
+  second (``purge.checkpoint_interval_s``);
+- any rgwkeeper mode with ``@nogc`` after it (``cap:450@nogc``): the purge process runs with
+  Python's cyclic garbage collector off (``gc.disable()`` before rgwkeeper starts): are its
+  collections, CPU bursts on the cores the OSDs share, what ingest notices?
+- any rgwkeeper mode with ``@noscan`` after it: the end-state check does not scan the data pools
+  (``purge.verify_scan_max_objects = 0``; the report says "skipped"): is that scan what ingest
+  notices at the purge's end?
+- any rgwkeeper mode with ``@nice-admin`` after it: the purge's ``radosgw-admin`` processes run
+  under ``nice -n 19`` inside the cluster's container (``@nice`` cannot reach them: ``docker
+  exec`` starts them in the container, not as the purge's children); a cluster of the host's
+  release, whose radosgw-admin is the host's, is refused;
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -25,6 +40,10 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 - ``stock-rm`` or ``stock-rm:N``: ``radosgw-admin bucket rm --purge-objects`` (with
   ``--max-concurrent-ios N``);
 - ``stock-s3``: S3 DeleteObjects of 1,000 keys, one request at a time (``bench/s3_one_batch.py``);
+- ``rados-host:R[:N]`` and ``rados-cluster:R[:N]``: no RGW and no rgwkeeper: ``bench/rados_rm.py``
+  states and removes the victim's head objects from the data pool, R objects/s spread one token per
+  object, N at a time (default 1), with the host's librados or, run in the cluster's container, the
+  cluster's own (the index is left as it is);
 - ``quiet``: the control, the same load and windows with no maintenance (``verify
   --maintenance none``), so a purge's verdicts can be set beside what the same ``verify`` says
   of a window in which nothing happened.
@@ -90,7 +109,7 @@ def _cluster_flags(info: Any) -> list[str]:
             "--rgw-credentials", str(info.credentials_file)]
 
 
-MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3")
+MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3", "rados-host", "rados-cluster")
 
 
 RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
@@ -99,8 +118,13 @@ RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 #: What may follow an rgwkeeper mode: ``@index`` (list by index shard), ``@nice`` (the purge
 #: runs under ``nice -n 19``: is it the purge process's own CPU, on a host whose cores the OSDs
 #: and RGW share, that costs ingest?) and ``@idle`` (the purge runs under ``chrt --idle 0``, the
-#: SCHED_IDLE policy: CPU only when nothing else wants it); ``@nice`` and ``@idle`` exclude each other.
-SUFFIXES = ("index", "nice", "idle")
+#: SCHED_IDLE policy: CPU only when nothing else wants it), ``@rare-ckpt`` (the checkpoint, an fsync
+#: on the disk the harness's OSDs share, every 600 s, not every second), ``@nogc`` (Python's cyclic
+#: garbage collector off in the purge process), ``@noscan`` (the end-state check scans no pool),
+#: ``@nice-admin`` (its radosgw-admin processes under nice in the cluster's container);
+#: ``@nice`` and ``@idle``
+#: exclude each other.
+SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin")
 
 
 def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
@@ -108,7 +132,7 @@ def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
     base, *suffixes = text.split("@")
     if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES for x in suffixes)
                      or len(set(suffixes)) != len(suffixes)):
-        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @index, @nice and @idle, once each")
+        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @{', @'.join(SUFFIXES)}, once each")
     if "nice" in suffixes and "idle" in suffixes:
         raise ValueError(f"mode {text!r}: @nice and @idle exclude each other (pick one CPU policy)")
     return base, tuple(suffixes)
@@ -125,7 +149,8 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     kind, *params = listing_of(text)[0].split(":")
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
-    wants = {"cap": (1, 2), "stock-rm": (0, 1), "unpaced": (0, 1)}.get(kind, (0, 0))
+    wants = {"cap": (1, 3), "stock-rm": (0, 1), "unpaced": (0, 1), "rados-host": (1, 2),
+             "rados-cluster": (1, 2)}.get(kind, (0, 0))
     if not wants[0] <= len(params) <= wants[1]:
         raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
     try:
@@ -134,6 +159,10 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
         raise ValueError(f"mode {text!r}: not a number") from None
     if not all(math.isfinite(x) and x > 0 for x in numbers):
         raise ValueError(f"mode {text!r}: numbers must be finite and above 0")
+    counts = (numbers[:1] if kind in ("unpaced", "stock-rm") else numbers[2:] if kind == "cap"
+              else numbers[1:] if kind.startswith("rados-") else [])
+    if any(x != int(x) for x in counts):
+        raise ValueError(f"mode {text!r}: an operation count must be a whole number")
     return kind, numbers
 
 
@@ -150,13 +179,20 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.s3_one_batch", "--endpoint",
                                                  info.rgw_endpoint, "--credentials", str(info.credentials_file),
                                                  victim])]
+    if kind.startswith("rados-"):
+        return ["--maintenance-cmd", _rados_rm(info, mode, victim, numbers, args)]
     purge_cfg = workdir / f"purge-{mode.replace(':', '_').replace('@', '_')}-{n}.toml"
     pace_ms = args.target_ms if kind == "paced" else 0.0
     increase = args.increase if kind == "paced" else 0.0
     cap = args.max_rate if kind == "paced" else numbers[0] if kind == "cap" else 0.0
     request_s = numbers[1] if kind == "cap" and len(numbers) > 1 else 0.1
-    in_flight = f"rados_ops_in_flight = {int(numbers[0])}\n" if kind == "unpaced" and numbers else ""
+    ops = numbers[0] if kind == "unpaced" and numbers else numbers[2] if kind == "cap" and len(numbers) > 2 else None
+    in_flight = f"rados_ops_in_flight = {int(ops)}\n" if ops is not None else ""
     listing = f'direct_listing = "{listing_of(mode)[1]}"\n'
+    if "rare-ckpt" in suffixes_of(mode)[1]:
+        listing += "checkpoint_interval_s = 600\n"
+    if "noscan" in suffixes_of(mode)[1]:
+        listing += "verify_scan_max_objects = 0\n"
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}{listing}' + (
         "" if kind in ("low", "normal") else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"
@@ -166,11 +202,57 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         how += ["--method", args.method]
     suffixes = suffixes_of(mode)[1]
     nice = ["nice", "-n", "19"] if "nice" in suffixes else ["chrt", "--idle", "0"] if "idle" in suffixes else []
-    cmd = shlex.join([*nice, sys.executable, "-m", "rgwkeeper", "purge", victim, *how, "--yes",
+    python = [sys.executable, "-m", "rgwkeeper"] if "nogc" not in suffixes else [
+        sys.executable, "-c", "import gc, runpy; gc.disable(); runpy.run_module('rgwkeeper', run_name='__main__')"]
+    if "nice-admin" in suffixes:
+        nice = ["env", f"PATH={_niced_admin(info, workdir)}{os.pathsep}{os.environ.get('PATH', '')}", *nice]
+    cmd = shlex.join([*nice, *python, "purge", victim, *how, "--yes",
                       "--json", "--config", str(purge_cfg), *_cluster_flags(info)])
     if getattr(args, "keep", None):  # verify discards the command's stdout: keep the purge's report (its steps' times)
         cmd = shlex.join(["sh", "-c", f"exec {cmd} > {shlex.quote(str(purge_cfg.with_suffix('.report.json')))}"])
     return ["--maintenance-cmd", cmd]
+
+
+RADOS_RM = Path(__file__).with_name("rados_rm.py")
+
+
+def _niced_admin(info: Any, workdir: Path) -> Path:
+    """A directory holding the cluster's radosgw-admin wrapper with ``nice -n 19`` inside the
+    container (the harness's wrapper ends in ``exec docker ... exec CONTAINER radosgw-admin``)."""
+    wrapper = info.tools_dir / "radosgw-admin" if info.tools_dir else None
+    if wrapper is None or not wrapper.exists():
+        raise SystemExit("@nice-admin needs a cluster whose radosgw-admin runs in its container (another release)")
+    text = wrapper.read_text()
+    if text.count(" radosgw-admin ") != 1:
+        raise SystemExit(f"@nice-admin: {wrapper} is not the harness's docker exec wrapper")
+    out = workdir / "nice-admin-bin"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "radosgw-admin").write_text(text.replace(" radosgw-admin ", " nice -n 19 radosgw-admin "))
+    (out / "radosgw-admin").chmod(0o755)
+    return out
+
+
+def _admin_json(*argv: str) -> Any:
+    proc = subprocess.run(["radosgw-admin", *argv], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise SystemExit(f"radosgw-admin {' '.join(argv)}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout)
+
+
+def _rados_rm(info: Any, mode: str, victim: str, numbers: list[float], args: argparse.Namespace) -> str:
+    """The command line of a ``rados-host`` or ``rados-cluster`` mode (bench/rados_rm.py)."""
+    conn = ["--conf", str(info.conf), "--keyring", str(info.keyring)]
+    marker = _admin_json(*conn, "bucket", "stats", "--bucket", victim)["marker"]
+    zone = _admin_json(*conn, "zone", "get")
+    pool = zone["placement_pools"][0]["val"]["storage_classes"]["STANDARD"]["data_pool"]
+    argv = ["--pool", pool, "--prefix", f"{marker}_fill/", "--count", str(args.objects), "--rate", f"{numbers[0]:g}",
+            "--in-flight", str(int(numbers[1]) if len(numbers) > 1 else 1)]
+    if mode.startswith("rados-host"):
+        return shlex.join(["/usr/bin/python3", str(RADOS_RM), *argv, *conn])
+    if not args.docker_exec:
+        raise SystemExit(f"mode {mode}: needs the harness's own cluster (a container to run in)")
+    return shlex.join(["sh", "-c", f"exec {shlex.join([*args.docker_exec, 'python3', '-', *argv])} "
+                                   f"< {shlex.quote(str(RADOS_RM))}"])
 
 
 def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -240,7 +322,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",
-                   help="comma-separated, run in turn: unpaced, paced, cap:R[:S], low, normal, stock-rm[:N], stock-s3, "
+                   help="comma-separated, run in turn: unpaced[:N], paced, cap:R[:S[:N]], low, normal, stock-rm[:N], stock-s3, "
+                        "rados-host:R[:N], rados-cluster:R[:N], "
                         "quiet (no maintenance: the control)")
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")
@@ -259,7 +342,13 @@ def main() -> None:
 
     rows = []
     with ExitStack() as stack:
-        info = external_from_env() or stack.enter_context(ContainerCluster())
+        info = external_from_env()
+        args.docker_exec = None
+        if info is None:
+            cluster = ContainerCluster()
+            info = stack.enter_context(cluster)
+            assert cluster.engine is not None and cluster.container_id is not None
+            args.docker_exec = ["docker", "-H", cluster.engine.base_url, "exec", "-i", cluster.container_id]
         os.environ["PATH"] = info.env()["PATH"]  # the cluster's own radosgw-admin for the purge
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)

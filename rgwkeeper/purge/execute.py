@@ -39,7 +39,7 @@ from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
 from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
-from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
+from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, capped_window, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
@@ -55,6 +55,7 @@ log = structlog.get_logger("rgwkeeper.purge")
 PACED_LIST_PAGE = 200
 CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
 CAPPED_PAGE_MIN = 10
+PAGES_IN_FLIGHT = 3  # unpaced: pages of head work at once (one stats while another removes)
 # Putting a lifecycle purge's previous rules back after a failure or an interrupt: long enough
 # for a few S3 round trips, short enough that a stopped purge does not hang.
 LIFECYCLE_UNDO_TIMEOUT_S = 30.0
@@ -180,7 +181,7 @@ class PurgeExecutor:
         # One process's share of the cluster, however many workers: the pages of head work and the
         # DeleteObjects batches in flight are bounded for all its items together, as for one listing.
         self._item_limiter = self._s3_limiter()
-        self._item_pages = asyncio.Semaphore(3)
+        self._item_pages = asyncio.Semaphore(self._pages_in_flight())
         self._item_rechecks = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # HEADs of every item's pages together
         self._space_free_at: float | None = None
         self._step_s: dict[str, float] = {}
@@ -191,7 +192,7 @@ class PurgeExecutor:
         if self._data is None:
             return None
         return HeadDeleter(self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes,
-                           window=self.plan.tuning.rados_ops_in_flight,
+                           window=capped_window(self.plan.tuning.rados_ops_in_flight, self.cap.rate),
                            pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
                            limiter=self._head_limiter)
 
@@ -417,8 +418,7 @@ class PurgeExecutor:
             return await self._delete_by_items(step)
         limiter = self._s3_limiter()
         still = self._still_matching(step.scope) if step.recheck else None
-        # Head work of up to 3 pages overlaps (one stats while another removes).
-        page_slots = asyncio.Semaphore(3)
+        page_slots = asyncio.Semaphore(self._pages_in_flight())
         pending: deque[tuple[dict[str, Any], list[asyncio.Task[None]]]] = deque()
         cursor = self.state.cursor if not sweep else {}
         lister: Lister | IndexLister = self.lister
@@ -446,6 +446,13 @@ class PurgeExecutor:
                 for t in tasks:
                     t.cancel()
             await asyncio.gather(*(t for _, ts in pending for t in ts), return_exceptions=True)
+
+    def _pages_in_flight(self) -> int:
+        """Pages of head work at once. Unpaced, up to 3 overlap (one stats while another removes).
+        Under a cap or pacing, one: the pace is set anyway, and pages worked side by side end
+        together, so their next listings went out at once, a burst ingest noticed
+        (docs/purge.md, "Listings in bursts")."""
+        return 1 if self.cap.rate > 0 or self.settings.paced else PAGES_IN_FLIGHT
 
     async def _direct_page(self, entries: list[Entry], page_slots: asyncio.Semaphore, limiter: Limiter,
                            sweep: bool, heads: HeadDeleter, s3_deleter: S3Deleter) -> None:

@@ -1,10 +1,13 @@
 """bench/purge.py's CPU accounting (read from a /proc laid out as Linux does) and its methods."""
 
 import re
+import subprocess
+import sys
+import threading
 
 import pytest
 
-from bench.purge import RGWKEEPER_METHOD, _TICK, cpu_now, cpu_per_k
+from bench.purge import RGWKEEPER_METHOD, _TICK, cpu_now, cpu_per_k, join_to_end
 
 
 def _proc(root, stat_line, procs):
@@ -38,3 +41,65 @@ def test_a_cap_is_part_of_an_rgwkeeper_method(method, cap):
     m = re.fullmatch(RGWKEEPER_METHOD, method)
     assert m is not None and m.group(5) == cap
     assert re.fullmatch(RGWKEEPER_METHOD, "rgwkeeper-cap0") is None
+
+
+def _script(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(body)
+    return [sys.executable, str(path)]
+
+
+def _lead(running):
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)" if running else "pass"])
+
+
+REFUSE_TWICE = """
+import json, pathlib, sys
+n = pathlib.Path(sys.argv[0]).with_suffix(".count")
+k = int(n.read_text()) if n.exists() else 0
+n.write_text(str(k + 1))
+if k < 2:
+    sys.exit("rgwkeeper: no purge abc has work items yet: a purge started just now publishes them a moment "
+             "after it prints its id, run --join again in a few seconds")
+print(json.dumps({"counters": {"objects_deleted": 7}}))
+"""
+
+
+def test_a_join_refused_before_the_items_exist_is_started_again_while_the_purge_runs(tmp_path):
+    lead = _lead(running=True)
+    procs = []
+    try:
+        got = join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), lead, procs,
+                                     (threading.Lock(), threading.Event()), tmp_path / "j.err")
+    finally:
+        lead.kill()
+        lead.wait()
+    assert got == {"counters": {"objects_deleted": 7}} and len(procs) == 3
+
+
+def test_a_join_refused_after_the_purge_ended_joined_nothing(tmp_path):
+    lead = _lead(running=False)
+    lead.wait()
+    procs = []
+    got = join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), lead, procs,
+                                 (threading.Lock(), threading.Event()), tmp_path / "j.err")
+    assert got == {} and len(procs) == 1
+
+
+def test_a_join_that_fails_otherwise_fails_the_run(tmp_path):
+    lead = _lead(running=True)
+    try:
+        with pytest.raises(RuntimeError, match="exit 3: .*boom"):
+            join_to_end(_script(tmp_path, "j.py", "import sys; sys.stderr.write('boom'); sys.exit(3)"),
+                                   lead, [], (threading.Lock(), threading.Event()), tmp_path / "j.err")
+    finally:
+        lead.kill()
+        lead.wait()
+
+
+def test_no_join_starts_once_the_run_is_torn_down(tmp_path):
+    stop = (threading.Lock(), threading.Event())
+    stop[1].set()
+    procs = []
+    assert join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), _lead(running=False), procs, stop, tmp_path / "j.err") == {}
+    assert procs == []

@@ -6,12 +6,16 @@ from types import SimpleNamespace
 
 import pytest
 
+import bench.purge_pacing as pacing
 from bench.purge_pacing import _maintenance, parse_mode
 
 
 def test_modes_parse_to_their_kind_and_numbers():
     assert parse_mode("cap:150:0.1") == ("cap", [150.0, 0.1])
     assert parse_mode("cap:20") == ("cap", [20.0])
+    assert parse_mode("cap:450:0.1:1") == ("cap", [450.0, 0.1, 1.0])
+    assert parse_mode("rados-host:450") == ("rados-host", [450.0])
+    assert parse_mode("rados-cluster:450:2") == ("rados-cluster", [450.0, 2.0])
     assert parse_mode("stock-rm") == ("stock-rm", []) and parse_mode("stock-rm:4") == ("stock-rm", [4.0])
     assert parse_mode("quiet") == ("quiet", []) and parse_mode("low") == ("low", [])
     assert parse_mode("unpaced:32") == ("unpaced", [32.0])
@@ -27,6 +31,9 @@ def test_at_nice_runs_the_purge_under_nice_and_nothing_else(tmp_path):
     niced = shlex.split(_maintenance(info, tmp_path, "cap:450@nice", "victim", args, 0)[1])
     plain = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
     assert niced[:3] == ["nice", "-n", "19"] and niced[3:6] == plain[:3] and plain[0] != "nice"
+    nogc = shlex.split(_maintenance(info, tmp_path, "cap:450@nogc", "victim", args, 0)[1])
+    assert nogc[1] == "-c" and "gc.disable()" in nogc[2] and plain[1:3] == ["-m", "rgwkeeper"]
+    assert nogc[3:nogc.index("--config")] == plain[3:plain.index("--config")]
     idle = shlex.split(_maintenance(info, tmp_path, "cap:450@idle", "victim", args, 0)[1])
     assert idle[:3] == ["chrt", "--idle", "0"] and idle[3:6] == plain[:3] and "nice" not in idle
 
@@ -38,6 +45,55 @@ def test_at_index_lists_the_index_for_rgwkeeper_modes_only(tmp_path):
     for mode, listing in (("cap:450@index", "index"), ("cap:450", "s3"), ("unpaced@index", "index")):
         argv = shlex.split(_maintenance(info, tmp_path, mode, "victim", args, 0)[1])
         assert f'direct_listing = "{listing}"' in Path(argv[argv.index("--config") + 1]).read_text(), mode
+
+
+def test_cap_with_a_count_sets_the_operations_in_flight_and_without_one_leaves_the_default(tmp_path):
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
+
+    def cfg(mode: str) -> str:
+        argv = shlex.split(_maintenance(info, tmp_path, mode, "victim", args, 0)[1])
+        return Path(argv[argv.index("--config") + 1]).read_text()
+
+    one = cfg("cap:450:0.1:1")
+    assert "rados_ops_in_flight = 1\n" in one and "max_objects_per_second = 450.0" in one
+    assert "cap_request_s = 0.1" in one
+    assert "rados_ops_in_flight" not in cfg("cap:450:0.1") and "rados_ops_in_flight = 8\n" in cfg("unpaced:8")
+    assert "checkpoint_interval_s = 600\n" in cfg("cap:450:0.1:1@rare-ckpt")
+    assert "checkpoint_interval" not in one and "verify_scan_max_objects" not in one
+    assert "verify_scan_max_objects = 0\n" in cfg("cap:450@noscan")
+
+
+def test_rados_modes_remove_the_victims_heads_with_the_host_or_the_cluster_client(tmp_path, monkeypatch):
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0, objects=10000,
+                           docker_exec=["docker", "-H", "unix:///e.sock", "exec", "-i", "cid"])
+    asked = []
+    zone = {"placement_pools": [{"key": "default-placement", "val": {
+        "storage_classes": {"STANDARD": {"data_pool": "default.rgw.buckets.data"}}}}]}
+
+    def admin(*argv):
+        asked.append(argv)
+        return {"marker": "abc.1234.5"} if "stats" in argv else zone
+    monkeypatch.setattr(pacing, "_admin_json", admin)
+    host = shlex.split(_maintenance(info, tmp_path, "rados-host:450", "victim", args, 0)[1])
+    assert host[:2] == ["/usr/bin/python3", str(pacing.RADOS_RM)]
+    tail = ["--pool", "default.rgw.buckets.data", "--prefix", "abc.1234.5_fill/", "--count", "10000",
+            "--rate", "450"]
+    assert host[2:2 + len(tail)] == tail and host[host.index("--in-flight") + 1] == "1"
+    assert host[-4:] == ["--conf", "/c", "--keyring", "/k"]
+    assert ("--conf", "/c", "--keyring", "/k", "bucket", "stats", "--bucket", "victim") in asked
+    sh = shlex.split(_maintenance(info, tmp_path, "rados-cluster:450:2", "victim", args, 0)[1])
+    assert sh[:2] == ["sh", "-c"]
+    inner = shlex.split(sh[2])
+    assert inner[:8] == ["exec", "docker", "-H", "unix:///e.sock", "exec", "-i", "cid", "python3"]
+    assert inner[-2:] == ["<", str(pacing.RADOS_RM)] and inner[inner.index("--in-flight") + 1] == "2"
+    assert "--keyring" not in inner  # in the container, its own /etc/ceph
+    args.docker_exec = None
+    with pytest.raises(SystemExit, match="container"):
+        _maintenance(info, tmp_path, "rados-cluster:450", "victim", args, 0)
 
 
 def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
@@ -52,11 +108,32 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
     assert "max_objects_per_second" not in cfg  # a level with its own keys would be refused
 
 
-@pytest.mark.parametrize("bad", ["cap", "cap:nan", "cap:inf", "cap:-1", "cap:0", "cap:1:2:3", "cap:x", "bogus",
+@pytest.mark.parametrize("bad", ["cap", "cap:nan", "cap:inf", "cap:-1", "cap:0", "cap:1:2:3:4", "cap:1:0.1:1.5", "unpaced:2.5", "stock-rm:0.5", "cap:x", "bogus",
                                  "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", "",
                                  "normal@index", "stock-rm@index", "cap:1@s3", "cap:1@index@index", "stock-rm@nice",
                                  "cap:1@nice@nice", "quiet@nice", "cap:1@", "cap:1@nice@idle", "cap:1@idle@idle",
-                                 "stock-rm@idle", "quiet@idle"])
+                                 "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3",
+                                 "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
+                                 "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)
+
+
+def test_nice_admin_runs_the_clusters_radosgw_admin_under_nice_inside_its_container(tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "radosgw-admin").write_text('#!/bin/bash\nexec docker -H unix:///e.sock exec cid radosgw-admin "$@"\n')
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"), tools_dir=tools)
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
+    (tmp_path / "w").mkdir()
+    argv = shlex.split(_maintenance(info, tmp_path / "w", "cap:450@nice-admin", "victim", args, 0)[1])
+    assert argv[0] == "env" and argv[1].startswith(f"PATH={tmp_path / 'w' / 'nice-admin-bin'}:")
+    niced = (tmp_path / "w" / "nice-admin-bin" / "radosgw-admin").read_text()
+    assert 'exec cid nice -n 19 radosgw-admin "$@"' in niced
+    plain = shlex.split(_maintenance(info, tmp_path / "w", "cap:450", "victim", args, 0)[1])
+    assert plain[0] != "env" and argv[2:argv.index("--config")] == plain[:plain.index("--config")]
+    info.tools_dir = None
+    with pytest.raises(SystemExit, match="container"):
+        _maintenance(info, tmp_path / "w", "cap:450@nice-admin", "victim", args, 0)

@@ -18,9 +18,10 @@ from structlog.testing import capture_logs
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
+from rgwkeeper.purge.deleters import HeadDeleter
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
-from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, RateCap
+from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, RateCap, capped_window
 from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, Tuning, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
@@ -875,6 +876,14 @@ def test_a_capped_direct_purge_stats_each_request_s_objects_just_before_removing
     delete_phase = names[:2 * len(removes)]
     assert delete_phase == ["stat_many", "remove_many"] * len(removes)
     assert max(stats[:len(removes)]) <= 4
+    # 40 objects/s is carried by one operation in flight, not the configured 256.
+    assert {window for _, _, window, _ in calls[:2 * len(removes)]} == {1}
+
+
+def test_a_cap_keeps_as_few_operations_in_flight_as_carry_it():
+    assert capped_window(256, 0.0) == 256  # no cap: as configured
+    assert [capped_window(256, r) for r in (20.0, 450.0, 500.0, 900.0, 5000.0)] == [1, 1, 1, 2, 10]
+    assert capped_window(256, 1e6) == 256 and capped_window(4, 5000.0) == 4  # never more than configured
 
 
 @pytest.mark.parametrize("field, value", [("rgw_retry_s", float("nan")), ("lc_busy_wait_s", float("inf")),
@@ -972,6 +981,40 @@ def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
         assert len(removals) >= 40 and max(sizes) <= 8  # head-only objects through RADOS, in capped chunks
     # Every object but the first request's took its slot: at most 8 a second on the clock.
     assert sum(slept) >= (deleted - 8) / 8 - 1e-9
+
+
+@pytest.mark.parametrize("cap, pages_at_once", [(8.0, 1), (0.0, 3)])
+def test_a_capped_purge_works_one_page_at_a_time_so_its_listings_do_not_bunch(tmp_path, monkeypatch, cap,
+                                                                               pages_at_once):
+    """Three pages worked side by side under a cap ended together, and their three next listings
+    went out at once: the bursts ingest noticed (docs/purge.md, "Listings in bursts")."""
+    w = World(extra_plain=60, page_size=10)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method="direct"))
+    now, active, peak = [0.0], [0], [0]
+
+    async def sleep(s):
+        now[0] += s
+
+    remove = HeadDeleter.remove
+
+    async def tracked(self, entries, *, sweep):
+        active[0] += 1
+        peak[0] = max(peak[0], active[0])
+        try:
+            # A real removal takes a while: the next pages are listed meanwhile (asyncio.sleep is
+            # made instant for these tests; a timer is not).
+            later = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.02, later.set_result, None)
+            await later
+            return await remove(self, entries, sweep=sweep)
+        finally:
+            active[0] -= 1
+
+    monkeypatch.setattr(HeadDeleter, "remove", tracked)
+    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=cap)
+    report = run(p, io, cp, settings=settings, clock=lambda: now[0], sleep=sleep)
+    assert report.ok, report.checks
+    assert report.counters["direct_removed"] >= 60 and peak[0] == pages_at_once
 
 
 @pytest.mark.parametrize("request_kw,page", [({}, 40), ({"older_than_s": 1.0}, 1000)])

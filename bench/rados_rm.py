@@ -1,0 +1,90 @@
+"""Remove a bucket's head objects straight from its data pool at a steady rate: no RGW, no rgwkeeper.
+
+For ``bench.purge_pacing``'s ``rados-host`` and ``rados-cluster`` modes. Each object is stated,
+then removed (what the direct purge does to a head-only object), at most ``--in-flight`` objects
+at a time, the n-th started no earlier than ``n / --rate`` seconds after the first: one token per
+object, not a second's worth at once. The bucket's index is left as it is; the bench's victim
+buckets are thrown away with the cluster.
+
+It needs nothing but python3 and python3-rados, so the same file runs under the host's librados
+and, through ``docker exec -i CONTAINER python3 - ARGS < bench/rados_rm.py``, under the
+cluster's own: is the client library's release part of what ingest notices?
+
+    python3 bench/rados_rm.py --pool P --prefix 'MARKER_fill/' --count N --rate R [--in-flight 1]
+        [--conf /etc/ceph/ceph.conf] [--keyring K]
+
+Prints one JSON line: objects removed, objects not found, errors, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import threading
+import time
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        value = kind(text)
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be finite and above 0")
+        return value
+    return parse
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pool", required=True)
+    p.add_argument("--prefix", required=True, help="the head objects' name before the 7-digit index: MARKER_fill/")
+    p.add_argument("--count", type=_positive(int), required=True)
+    p.add_argument("--rate", type=_positive(float), required=True, help="objects per second")
+    p.add_argument("--in-flight", type=_positive(int), default=1)
+    p.add_argument("--conf", default="/etc/ceph/ceph.conf")
+    p.add_argument("--keyring", default=None)
+    args = p.parse_args()
+
+    import rados  # python3-rados of whichever Ceph this runs beside
+
+    cluster = rados.Rados(conffile=args.conf, conf={"keyring": args.keyring} if args.keyring else {})
+    cluster.connect(timeout=30)
+    slots = threading.Semaphore(args.in_flight)
+    lock = threading.Lock()
+    counts = {"removed": 0, "missing": 0, "errors": 0}
+    try:
+        io = cluster.open_ioctx(args.pool)
+
+        def count(ret: int) -> None:
+            with lock:
+                counts["removed" if ret == 0 else "missing" if ret == -2 else "errors"] += 1
+            slots.release()
+
+        def stated(name: str, comp: object) -> None:
+            ret = comp.get_return_value()  # type: ignore[attr-defined]
+            if ret < 0:
+                count(ret)
+            else:
+                io.aio_remove(name, oncomplete=lambda c: count(c.get_return_value()))
+
+        t0 = time.monotonic()
+        for i in range(args.count):
+            wait = t0 + i / args.rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            slots.acquire()
+            name = f"{args.prefix}{i:07d}"
+            io.aio_stat(name, lambda c, size, mtime, name=name: stated(name, c))
+        for _ in range(args.in_flight):
+            slots.acquire()
+        seconds = time.monotonic() - t0
+        io.close()
+    finally:
+        cluster.shutdown()
+    print(json.dumps({**counts, "seconds": round(seconds, 3)}))
+    return 0 if counts["errors"] == 0 and counts["removed"] > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
