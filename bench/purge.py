@@ -100,10 +100,13 @@ def cpu_per_k(before: dict[str, float], after: dict[str, float], objects: int) -
 
 
 def join_to_end(argv: list[str], lead: subprocess.Popen[str], procs: list[subprocess.Popen[str]],
-                stop: tuple[threading.Lock, threading.Event], err: Path) -> dict[str, Any]:
+                stop: tuple[threading.Lock, threading.Event], err: Path, *,
+                retry_for_s: float = 30.0) -> dict[str, Any]:
     """One ``--join`` to its end: its report. A join that comes before the purge published its
-    items is refused with "run --join again": started again while the purge runs; refused
-    once the purge has ended, it joined nothing. Any other failure fails the run."""
+    items is refused with "run --join again": started again (every 0.5 s, for ``retry_for_s``)
+    while the purge runs; refused once the purge has ended or past that, it joined nothing (the
+    items may be gone already: the refusal says the same). Any other failure fails the run."""
+    give_up = time.monotonic() + retry_for_s
     while True:
         with open(err, "w") as err_f:
             with stop[0]:
@@ -118,9 +121,9 @@ def join_to_end(argv: list[str], lead: subprocess.Popen[str], procs: list[subpro
         text = err.read_text()
         if "run --join again" not in text:
             raise RuntimeError(f"rgwkeeper purge --join: exit {proc.returncode}: {text[-2000:]}")
-        if lead.poll() is not None:
+        if lead.poll() is not None or time.monotonic() > give_up:
             return {}
-        time.sleep(0.1)
+        time.sleep(0.5)
 
 
 class Bench:

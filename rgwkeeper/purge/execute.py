@@ -39,7 +39,7 @@ from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
 from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
-from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, capped_window, run_pacer
+from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
@@ -192,7 +192,7 @@ class PurgeExecutor:
         if self._data is None:
             return None
         return HeadDeleter(self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes,
-                           window=capped_window(self.plan.tuning.rados_ops_in_flight, self.cap.rate),
+                           window=self.plan.tuning.rados_ops_in_flight,
                            pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
                            limiter=self._head_limiter)
 
@@ -449,10 +449,10 @@ class PurgeExecutor:
 
     def _pages_in_flight(self) -> int:
         """Pages of head work at once. Unpaced, up to 3 overlap (one stats while another removes).
-        Under a cap or pacing, one: the pace is set anyway, and pages worked side by side end
-        together, so their next listings went out at once, a burst ingest noticed
+        Under a cap, one: the cap sets the pace anyway, and pages worked side by side under it
+        end together, so their next listings went out at once, a burst ingest noticed
         (docs/purge.md, "Listings in bursts")."""
-        return 1 if self.cap.rate > 0 or self.settings.paced else PAGES_IN_FLIGHT
+        return 1 if self.cap.rate > 0 else PAGES_IN_FLIGHT
 
     async def _direct_page(self, entries: list[Entry], page_slots: asyncio.Semaphore, limiter: Limiter,
                            sweep: bool, heads: HeadDeleter, s3_deleter: S3Deleter) -> None:

@@ -15,7 +15,6 @@ docs/purge.md, "Resume, pacing, retries". Time is injected, so tests drive it wi
 from __future__ import annotations
 
 import asyncio
-import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -155,18 +154,6 @@ class Limiter:
 
 #: Under a cap, the seconds of the cap's work one request carries (purge.cap_request_s).
 CAP_REQUEST_S = 0.1
-#: Under a cap, objects a second one librados operation in flight carries: one stat and remove
-#: at a time keeps up with it, and more in flight than the cap needs kept ingest's p99 above its
-#: baseline for the whole purge (docs/purge.md, "Listings in bursts").
-CAP_OBJECTS_PER_SLOT = 500.0
-
-
-def capped_window(window: int, rate: float) -> int:
-    """librados operations in flight for a purge capped at ``rate`` objects/s (0: no cap, the
-    configured ``window``): as few as carry the cap, never more than configured."""
-    if rate <= 0:
-        return window
-    return max(1, min(window, math.ceil(rate / CAP_OBJECTS_PER_SLOT)))
 
 
 class RateCap:

@@ -41,7 +41,6 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
-from rgwkeeper.purge.pacing import capped_window
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
 from rgwkeeper.releases import RELEASES
@@ -190,11 +189,6 @@ class Tuning:
                "of its own" if self.cuts_shards(p) else "")
         return (f"list the {len(p.index_shards)} index shards with librados, each shard a work item kept in "
                 f"RADOS (several at once, any admin node may join){cut}")
-
-    @property
-    def ops_in_flight(self) -> int:
-        """librados operations in flight for head work: as configured, fewer under a cap."""
-        return capped_window(self.rados_ops_in_flight, self.max_objects_per_second)
 
     def capped(self, what: str) -> str:
         """`` (under the cap of R objects/s: <what> of N)`` or nothing."""
@@ -825,8 +819,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         listing = t.items_listing(p) if by_index else "list once (ListObjectsV2)"
         steps.append(DeleteObjects(
             summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
-            f"({t.ops_in_flight} op{'s' if t.ops_in_flight != 1 else ''} in flight); everything else with "
-            "S3 DeleteObjects "
+            f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
             f"({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
             calls=(*(t.cut_calls(p) if by_index else ()),
                    (f"librados {p.index_pool}: omap list {_span(p.index_shards)}, {t.list_page_size} entries a "

@@ -79,10 +79,22 @@ def test_a_join_refused_before_the_items_exist_is_started_again_while_the_purge_
 
 def test_a_join_refused_after_the_purge_ended_joined_nothing(tmp_path):
     lead = _lead(running=False)
-    lead.wait()
+    lead.wait()  # reaped
     procs = []
     got = join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), lead, procs,
                                  (threading.Lock(), threading.Event()), tmp_path / "j.err")
+    assert got == {} and len(procs) == 1
+
+
+def test_a_join_refused_past_its_retry_time_joined_nothing(tmp_path):
+    lead = _lead(running=True)
+    procs = []
+    try:
+        got = join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), lead, procs,
+                          (threading.Lock(), threading.Event()), tmp_path / "j.err", retry_for_s=0.0)
+    finally:
+        lead.kill()
+        lead.wait()
     assert got == {} and len(procs) == 1
 
 
@@ -101,5 +113,7 @@ def test_no_join_starts_once_the_run_is_torn_down(tmp_path):
     stop = (threading.Lock(), threading.Event())
     stop[1].set()
     procs = []
-    assert join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), _lead(running=False), procs, stop, tmp_path / "j.err") == {}
+    lead = _lead(running=False)
+    lead.wait()
+    assert join_to_end(_script(tmp_path, "j.py", REFUSE_TWICE), lead, procs, stop, tmp_path / "j.err") == {}
     assert procs == []

@@ -100,10 +100,8 @@ def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
     assert "rate cap: at most 25 objects/s" in out
     # The step says how the cap shapes its requests, beside the widths it has without one.
     assert "(under the cap of 25 objects/s: requests of 2)" in out
-    assert "(1 op in flight)" in out  # as few librados operations as carry the cap, not 256
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "under the cap" not in out and "(256 ops in flight)" in out
+    assert "under the cap" not in capsys.readouterr().out
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json", "--max-rate", "25"]) == 0
     assert json.loads(capsys.readouterr().out)["max_objects_per_second"] == 25.0
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
