@@ -33,6 +33,10 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   under ``nice -n 19`` inside the cluster's container (``@nice`` cannot reach them: ``docker
   exec`` starts them in the container, not as the purge's children); a cluster of the host's
   release, whose radosgw-admin is the host's, is refused;
+- any rgwkeeper mode with ``@trace`` after it (needs ``--keep``): the purge logs at debug level
+  (every index page, every Ceph CLI process with its duration) into ``purge-MODE-N.log`` beside
+  the wall-clock time it started (``.start``); ``python -m bench.timeline DIR`` prints each traced
+  run's per-second PUT p99 beside what the purge did in that second;
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -121,10 +125,11 @@ RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 #: SCHED_IDLE policy: CPU only when nothing else wants it), ``@rare-ckpt`` (the checkpoint, an fsync
 #: on the disk the harness's OSDs share, every 600 s, not every second), ``@nogc`` (Python's cyclic
 #: garbage collector off in the purge process), ``@noscan`` (the end-state check scans no pool),
-#: ``@nice-admin`` (its radosgw-admin processes under nice in the cluster's container);
+#: ``@nice-admin`` (its radosgw-admin processes under nice in the cluster's container), ``@trace``
+#: (debug log and start time kept beside the report, for bench.timeline);
 #: ``@nice`` and ``@idle``
 #: exclude each other.
-SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin")
+SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin", "trace")
 
 
 def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
@@ -206,10 +211,18 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         sys.executable, "-c", "import gc, runpy; gc.disable(); runpy.run_module('rgwkeeper', run_name='__main__')"]
     if "nice-admin" in suffixes:
         nice = ["env", f"PATH={_niced_admin(info, workdir)}{os.pathsep}{os.environ.get('PATH', '')}", *nice]
-    cmd = shlex.join([*nice, *python, "purge", victim, *how, "--yes",
+    trace = "trace" in suffixes
+    if trace and not getattr(args, "keep", None):
+        raise SystemExit(f"mode {mode}: @trace keeps a log; give --keep DIR")
+    cmd = shlex.join([*nice, *python, *(["--log-level", "debug"] if trace else []), "purge", victim, *how, "--yes",
                       "--json", "--config", str(purge_cfg), *_cluster_flags(info)])
     if getattr(args, "keep", None):  # verify discards the command's stdout: keep the purge's report (its steps' times)
-        cmd = shlex.join(["sh", "-c", f"exec {cmd} > {shlex.quote(str(purge_cfg.with_suffix('.report.json')))}"])
+        report = shlex.quote(str(purge_cfg.with_suffix(".report.json")))
+        if trace:
+            start, log = (shlex.quote(str(purge_cfg.with_suffix(x))) for x in (".start", ".log"))
+            cmd = shlex.join(["sh", "-c", f"date +%s.%N > {start}; exec {cmd} > {report} 2> {log}"])
+        else:
+            cmd = shlex.join(["sh", "-c", f"exec {cmd} > {report}"])
     return ["--maintenance-cmd", cmd]
 
 

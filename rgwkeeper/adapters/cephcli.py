@@ -13,8 +13,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
+import structlog
+
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.errors import CephError, CephTimeout, CommandFailed
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,11 @@ class CephCli:
 
     async def run(self, *args: str, timeout: float | None = None) -> CompletedRun:
         argv = self.argv(*args)
+        t0 = time.monotonic()
+        log.debug("ceph cli start", binary=self.binary, args=list(args[:4]))
         result = await self._runner(argv, timeout or self.access.timeout_s)
+        log.debug("ceph cli done", binary=self.binary, args=list(args[:4]), exit=result.returncode,
+                  ms=round((time.monotonic() - t0) * 1000, 1))
         if result.returncode != 0:
             raise CommandFailed(argv, result.returncode, result.stderr)
         return result

@@ -8,11 +8,15 @@ import asyncio
 import datetime
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
+import structlog
+
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.purge.layout import CATEGORY_MULTIMETA, index_name, parse_dir_entry
 from rgwkeeper.purge.plan import SHARDS_AT_ONCE, Scope
 from rgwkeeper.purge.runtime import PurgeFailed, Threads
+
+log = structlog.get_logger(__name__)
 
 Entry = dict[str, Any]  # one listed key or version: Key, Size, LastModified, ETag, VersionId...
 Cursor = dict[str, Any]  # {"start_after": key} or {"key_marker", "version_marker"} or {"end": True}
@@ -61,6 +65,7 @@ class Lister:
                 entries = page
                 resume = {"start_after": entries[-1]["Key"]} if entries else dict(listing["resume"])
             listing["resume"] = resume
+            log.debug("purge s3 page", bucket=b, entries=len(entries))
             return entries, resume
 
         def fetch() -> asyncio.Future[Any]:
@@ -205,6 +210,7 @@ class IndexLister:
             # The OSD starts a prefix listing at the prefix itself when it comes after ``after``.
             rows = await self.threads.retry.call(
                 "list index", lambda: self.index.omap_page(self.shards[i], after, size, prefix=prefix))
+            log.debug("purge index page", shard=self.shards[i], rows=len(rows))
             if not rows:
                 return i, [], None  # only an empty page ends a shard: the OSD may answer fewer than asked
             entries, keys = [], [k for k, _ in rows]

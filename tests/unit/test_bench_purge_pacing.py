@@ -1,5 +1,6 @@
 """bench/purge_pacing.py's modes: each parsed, each bad one refused before a cluster boots."""
 
+import json
 import shlex
 from pathlib import Path
 from types import SimpleNamespace
@@ -137,3 +138,44 @@ def test_nice_admin_runs_the_clusters_radosgw_admin_under_nice_inside_its_contai
     info.tools_dir = None
     with pytest.raises(SystemExit, match="container"):
         _maintenance(info, tmp_path / "w", "cap:450@nice-admin", "victim", args, 0)
+
+
+def test_at_trace_keeps_a_debug_log_and_the_start_time_and_timeline_places_the_events(tmp_path, capsys):
+    from bench import timeline
+
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0, keep=None)
+    with pytest.raises(SystemExit, match="--keep"):
+        _maintenance(info, tmp_path, "cap:450@trace", "victim", args, 0)
+    args.keep = tmp_path
+    argv = shlex.split(_maintenance(info, tmp_path, "cap:450@trace", "victim", args, 0)[1])
+    assert argv[:2] == ["sh", "-c"]
+    inner = argv[2]
+    start = tmp_path / "purge-cap_450_trace-0.start"
+    assert inner.startswith(f"date +%s.%N > {start}; exec ") and inner.endswith(f"2> {start.with_suffix('.log')}")
+    purge = shlex.split(inner.split("; exec ", 1)[1])
+    assert purge[purge.index("--log-level") + 1] == "debug" and purge.index("--log-level") < purge.index("purge")
+    plain = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
+    assert "--log-level" not in plain[2] and "date" not in plain[2]
+    # A run: the purge started at wall 1000.0 = t 25.0; its drop at wall 1004.3 falls in second 29.
+    verify = {"events": [{"kind": "maintenance-start", "t": 25.0}, {"kind": "maintenance-end", "t": 29.9}],
+              "stop_s": 31.0, "verdict": {"outcome": "FAIL"},
+              "maintenance": {"argv": argv},
+              "windows": {"baseline": {"window": {"start": 5, "end": 25}}},
+              "series": {"ops": {"PUT": {"p99_ms": [8.0] * 29 + [40.0, 9.0]}}}}
+    (tmp_path / "verify-cap_450@trace-0.json").write_text(json.dumps(verify))
+    start.write_text("1000.000000000\n")
+    stamp = "1970-01-01T00:16:44.300000Z"  # 1004.3 s after the epoch
+    start.with_suffix(".log").write_text(
+        json.dumps({"event": "purge step", "step": "drop_bucket", "timestamp": stamp}) + "\nnot json\n"
+        + json.dumps({"event": "ceph cli done", "args": ["gc", "list"], "ms": 120.4, "timestamp": stamp}) + "\n")
+    timeline.main([str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "== verify-cap_450@trace-0.json FAIL"
+    row = next(line for line in out if line.startswith("  29"))
+    assert "40.0*" in row and "[drop_bucket] <gc list 120ms" in row
+    assert next(line for line in out if line.startswith("  28")).rstrip().endswith("8.0")
+    (tmp_path / "verify-cap_450@trace-0.json").unlink()
+    with pytest.raises(SystemExit, match="no traced run"):
+        timeline.main([str(tmp_path)])
