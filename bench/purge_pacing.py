@@ -37,6 +37,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   (every index page, every Ceph CLI process with its duration) into ``purge-MODE-N.log`` beside
   the wall-clock time it started (``.start``); ``python -m bench.timeline DIR`` prints each traced
   run's per-second PUT p99 beside what the purge did in that second;
+- any rgwkeeper mode with ``@pageN`` after it (``cap:450@page250``): N keys a listing page
+  (``purge.list_page_size``, 1-1000; a capped purge lists about 5 s of its work a page, 1,000 at most);
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -126,7 +128,8 @@ RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 #: on the disk the harness's OSDs share, every 600 s, not every second), ``@nogc`` (Python's cyclic
 #: garbage collector off in the purge process), ``@noscan`` (the end-state check scans no pool),
 #: ``@nice-admin`` (its radosgw-admin processes under nice in the cluster's container), ``@trace``
-#: (debug log and start time kept beside the report, for bench.timeline);
+#: (debug log and start time kept beside the report, for bench.timeline), ``@pageN`` (N keys a
+#: listing page, ``purge.list_page_size``, 1-1000);
 #: ``@nice`` and ``@idle``
 #: exclude each other.
 SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin", "trace")
@@ -135,12 +138,23 @@ SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin"
 def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
     """``cap:450@index@nice`` -> ("cap:450", ("index", "nice")); each suffix at most once, not @nice with @idle."""
     base, *suffixes = text.split("@")
-    if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES for x in suffixes)
+    if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES and page_of(x) is None
+                                                                      for x in suffixes)
                      or len(set(suffixes)) != len(suffixes)):
         raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @{', @'.join(SUFFIXES)}, once each")
+    if sum(page_of(x) is not None for x in suffixes) > 1:
+        raise ValueError(f"mode {text!r}: one @pageN at most")
     if "nice" in suffixes and "idle" in suffixes:
         raise ValueError(f"mode {text!r}: @nice and @idle exclude each other (pick one CPU policy)")
     return base, tuple(suffixes)
+
+
+def page_of(suffix: str) -> int | None:
+    """``page250`` -> 250 (keys per listing page, ``purge.list_page_size``, 1-1000); None otherwise."""
+    digits = suffix[4:] if suffix.startswith("page") else ""
+    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= 1000:
+        return None
+    return int(digits)
 
 
 def listing_of(text: str) -> tuple[str, str]:
@@ -198,6 +212,8 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         listing += "checkpoint_interval_s = 600\n"
     if "noscan" in suffixes_of(mode)[1]:
         listing += "verify_scan_max_objects = 0\n"
+    for size in filter(None, map(page_of, suffixes_of(mode)[1])):
+        listing += f"list_page_size = {size}\n"
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}{listing}' + (
         "" if kind in ("low", "normal") else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"

@@ -115,7 +115,9 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "cap:1@nice@nice", "quiet@nice", "cap:1@", "cap:1@nice@idle", "cap:1@idle@idle",
                                  "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3",
                                  "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
-                                 "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin"])
+                                 "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
+                                 "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
+                                 "cap:1@page10@page20", "stock-rm@page10"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)
@@ -179,3 +181,14 @@ def test_at_trace_keeps_a_debug_log_and_the_start_time_and_timeline_places_the_e
     (tmp_path / "verify-cap_450@trace-0.json").unlink()
     with pytest.raises(SystemExit, match="no traced run"):
         timeline.main([str(tmp_path)])
+
+
+def test_at_page_sets_the_listing_page_size(tmp_path):
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
+    for mode, line in (("cap:450@page250", "list_page_size = 250\n"), ("cap:450@index@page1", "list_page_size = 1\n")):
+        argv = shlex.split(_maintenance(info, tmp_path, mode, "victim", args, 0)[1])
+        assert line in Path(argv[argv.index("--config") + 1]).read_text(), mode
+    argv = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
+    assert "list_page_size" not in Path(argv[argv.index("--config") + 1]).read_text()
