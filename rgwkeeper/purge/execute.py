@@ -45,7 +45,7 @@ from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
 from rgwkeeper.purge.profile import bucket_id_now, confirmed_bucket_stats
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
-from rgwkeeper.purge.verifier import Check, Verifier
+from rgwkeeper.purge.verifier import Check, Verifier, owner_stats_of
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 __all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
@@ -184,6 +184,8 @@ class PurgeExecutor:
         self._item_pages = asyncio.Semaphore(self._pages_in_flight())
         self._item_rechecks = asyncio.Semaphore(RECHECK_IN_FLIGHT)  # HEADs of every item's pages together
         self._space_free_at: float | None = None
+        #: The owner's stats as the drop's sync printed them, for the read-back (None: not run here).
+        self._owner_stats: dict[str, Any] | None = None
         self._step_s: dict[str, float] = {}
 
     def _head_deleter(self, ledger: Ledger) -> HeadDeleter | None:
@@ -236,29 +238,30 @@ class PurgeExecutor:
         return await self.threads.call(what, fn, *args, **kwargs)
 
     async def _admin(self, args: tuple[str, ...], *, long: bool = False, missing_ok: bool = False,
-                     by_name: bool = False) -> None:
+                     by_name: bool = False) -> str | None:
         """Run one radosgw-admin step. One that crashed (an assert or a fault, not a refusal and
         not a kill) is run once more before the purge fails, as a resume would run it:
         radosgw-admin 20.2.4 has aborted in the middle of `bucket rm --purge-objects`
         (docs/purge.md, "When radosgw-admin crashes"). A step that names the bucket by name
         (``by_name``: bucket rm, metadata rm bucket:B) runs again only while that name is still
-        the planned bucket, as a resume checks: the crash may have freed the name for a new one."""
+        the planned bucket, as a resume checks: the crash may have freed the name for a new one.
+        Returns what it printed (None for a missing bucket with ``missing_ok``)."""
         timeout = self.plan.tuning.long_timeout_s if long else None
         for again in (False, True):
             try:
-                await self.io.rgw.run(*args, timeout=timeout)
-                return
+                return (await self.io.rgw.run(*args, timeout=timeout)).stdout
             except NotFound:
                 if not missing_ok:
                     raise
-                return
+                return None
             except CommandFailed as exc:
                 if exc.signal_name is None or again:
                     raise
                 log.warning("purge radosgw-admin crashed, running it again", plan=self.plan.plan_id,
                             command=exc.request, crash=exc.detail)
                 if by_name and not await self._still_the_planned_bucket(exc):
-                    return
+                    return None
+        raise AssertionError("unreachable: the second run returns or raises")
 
     async def _still_the_planned_bucket(self, crash: CommandFailed) -> bool:
         """Before a step by name runs again: False if the bucket is gone (the crashed run got
@@ -303,7 +306,7 @@ class PurgeExecutor:
                 started = self.time.clock()
                 if isinstance(step, Verify):
                     self._space_free_at = self._space_free_at or self.time.clock()
-                    checks = await self.verifier.check(step)
+                    checks = await self.verifier.check(step, owner_stats=self._owner_stats)
                 else:
                     await STEP_HANDLERS[type(step)](self, step)
                 self._step_s[step.kind] = round(self.time.clock() - started, 3)
@@ -788,11 +791,17 @@ class PurgeExecutor:
                 check_removed(p.index_pool, o, r)
             await asyncio.gather(self._admin(step.entry_rm, missing_ok=True, by_name=True),
                                  self._admin(step.instance_rm, missing_ok=True))
-            await self._admin(step.stats_sync)
+            await self._sync_owner_stats(step.stats_sync)
         finally:
             await asyncio.gather(gc_task, return_exceptions=True)
         gc_task.result()
         self._space_free_at = self.time.clock()
+
+    async def _sync_owner_stats(self, args: Argv, *, long: bool = False) -> None:
+        """The owner's stats synced after the drop. What `user stats --sync-stats` prints is the
+        owner's stats as the sync left them: the read-back takes them from here rather than start
+        another radosgw-admin process (docs/purge.md, "The end state is read back")."""
+        self._owner_stats = owner_stats_of(await self._admin(args, long=long))
 
     async def _gc_if_the_bucket_has_entries(self, gc: Argv) -> None:
         """Every GC run of a purge (the direct drop's, and the GC step after S3 deletes, bucket rm
@@ -834,7 +843,7 @@ class PurgeExecutor:
                     await self._s3("DeleteBucket", self.io.s3.delete_bucket, p.bucket)
                 except NotFound:
                     pass  # deleted by an earlier run
-            await self._admin(step.stats_sync)
+            await self._sync_owner_stats(step.stats_sync)
         finally:
             await asyncio.gather(gc_task, return_exceptions=True)
         gc_task.result()
@@ -854,7 +863,7 @@ class PurgeExecutor:
                 log.warning("purge bucket not empty, listing again", bucket=b)
                 await self._step_delete_objects(self.plan.step(DeleteObjects), sweep=True)
                 continue
-            await asyncio.gather(self._admin(step.stats_sync, long=True), self._admin(step.gc, long=True))
+            await asyncio.gather(self._sync_owner_stats(step.stats_sync, long=True), self._admin(step.gc, long=True))
             self._space_free_at = self.time.clock()
             return
 
@@ -878,7 +887,7 @@ class PurgeExecutor:
     async def _step_admin_bucket_rm(self, step: AdminBucketRm) -> None:
         await self._while_polling(self._admin(step.bucket_rm, long=True, by_name=True))
         self._space_free_at = self.time.clock()
-        await self._admin(step.stats_sync)
+        await self._sync_owner_stats(step.stats_sync)
 
     #: Seconds between progress reads while radosgw-admin works (bucket rm, lc process).
     POLL_S = 2.0

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 import structlog
 
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.errors import CephError, NotFound
 from rgwkeeper.purge.layout import bucket_prefix, gc_entries_of, is_tail, parse_refcount
@@ -47,19 +47,21 @@ class Verifier:
         self.created_at = created_at
         self.scan_max_objects = scan_max_objects
 
-    async def check(self, step: Verify) -> list[Check]:
+    async def check(self, step: Verify, *, owner_stats: dict[str, Any] | None = None) -> list[Check]:
+        """``owner_stats``: the owner's stats as the drop's ``user stats --sync-stats`` printed
+        them (owner_stats_of), read instead of running ``user stats`` again."""
         if step.whole_bucket:
-            return await self.bucket_gone()
+            return await self.bucket_gone(owner_stats)
         return await self.scope_empty(step.scope)
 
-    async def bucket_gone(self) -> list[Check]:
+    async def bucket_gone(self, owner_stats: dict[str, Any] | None = None) -> list[Check]:
         """Each part is read independently and at once (most are radosgw-admin processes); the
         checks come back in a fixed order."""
         p = self.p
         pools = [x for x in dict.fromkeys((p.data_pool, p.data_extra_pool, *p.class_data_pools)) if x]
         parts = await _all(self._bucket(), self._instance(), self._index(),
                            *(self._one(self.pool_clean(pool)) for pool in pools), self._one(self.gc_clear()),
-                           self._owner())
+                           self._owner(owner_stats))
         return [c for part in parts for c in part]
 
     @staticmethod
@@ -107,13 +109,18 @@ class Verifier:
                       f"{len(left)} of {len(shards)} left, e.g. {left[0]}" if left else
                       f"{len(shards)} shard objects absent from {p.index_pool}")]
 
-    async def _owner(self) -> list[Check]:
+    async def _owner(self, synced_stats: dict[str, Any] | None) -> list[Check]:
         p = self.p
+
+        async def given() -> dict[str, Any]:
+            assert synced_stats is not None
+            return synced_stats
+
         # The owner's stats come from radosgw-admin: only it shows when they were last synced.
         (buckets, _), stats = await _all(
             admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
                         gone="NoSuchUser", what="read-back: the owner's buckets"),
-            self.rgw.user_stats(p.owner))
+            self.rgw.user_stats(p.owner) if synced_stats is None else given())
         owner_stats = stats.get("stats", {})
         synced = _parse_time(stats.get("last_stats_sync"))
         fresh = synced is not None and synced >= self.created_at - 1
@@ -122,7 +129,8 @@ class Verifier:
                       f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"),
                 Check("owner stats synced", "ok" if fresh else "warning",
                       f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
-                      f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)"))]
+                      f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)")
+                      + (" (as the drop's user stats --sync-stats printed them)" if synced_stats is not None else ""))]
 
     async def pool_clean(self, pool: str) -> Check:
         p = self.p
@@ -175,6 +183,18 @@ class Verifier:
         # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
         checks.append(await self.gc_clear(strict=False))
         return checks
+
+
+def owner_stats_of(printed: str | None) -> dict[str, Any] | None:
+    """The owner's stats in what ``user stats --sync-stats`` printed (the same JSON ``user
+    stats`` prints: stats, last_stats_sync); None where it printed something else."""
+    try:
+        doc = extract_json(printed or "")
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("stats"), dict) or "last_stats_sync" not in doc:
+        return None
+    return doc
 
 
 def _parse_time(text: Any) -> float | None:

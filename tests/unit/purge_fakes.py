@@ -102,6 +102,7 @@ class World:
         self.all_buckets = [self.bucket]
         self.log: list[str] = []
         self.user_synced_at = "2020-01-01T00:00:00.000000Z"
+        self.sync_prints: str | None = None  # None: what `user stats --sync-stats` printed (captured)
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
         self.fail_delete_keys: set[str] = set()
         self.metadata_caps = True  # False: the admin user lacks metadata=read
@@ -329,7 +330,11 @@ class FakeRunner:
                 return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
             case ["user", "stats", "--uid", uid, "--sync-stats"] if uid == w.owner:
                 w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
+                # What the release printed (captured), with this sync's time: the stats, with or
+                # without --format (its default format is JSON).
+                printed = w.sync_prints if w.sync_prints is not None else w.fx["user_stats_sync_stdout"]
+                before = json.loads(w.fx["user_stats_sync_stdout"])["last_stats_sync"]
+                return CompletedRun(tuple(argv), 0, printed.replace(before, w.user_synced_at), "", 0.0)
             case ["bucket", "list", "--uid", uid] if uid == w.owner:
                 return ok(w.user_buckets)
             case ["bucket", "list"]:

@@ -1237,10 +1237,10 @@ def _read_back(w, tmp_path, *, setup=lambda w: None):
     executor = PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=FAST)
     check = executor.verifier.check
 
-    async def marked(step):
+    async def marked(step, **kw):
         state["verifying"], state["from"] = True, len(w.log)
         setup(w)
-        return await check(step)
+        return await check(step, **kw)
 
     executor.verifier.check = marked
     report = asyncio.run(executor.run())
@@ -1251,9 +1251,10 @@ def test_the_read_back_reads_through_the_admin_api_runs_two_processes_at_once_an
         tmp_path):
     report, calls, most, log = _read_back(World(), tmp_path)
     assert report.ok, report.checks
-    # Only what the admin API does not serve is a process: GC, and when the owner's stats were synced.
-    assert calls == ["gc list --include-all", f"user stats --uid {World().owner}"]
-    assert most == 2
+    # Only what the admin API does not serve is a process: GC. When the owner's stats were synced
+    # comes from what the drop's sync printed.
+    assert calls == ["gc list --include-all"]
+    assert most == 1
     assert "admin API bucket list --uid" in log and "radosgw-admin bucket stats" not in " ".join(log)
     assert [c.name for c in report.checks] == [
         "bucket gone", "bucket instance gone", "index shards gone", f"no RADOS objects left in {DATA}",
@@ -1278,7 +1279,7 @@ def test_the_read_back_reads_with_radosgw_admin_whenever_the_admin_api_gives_no_
         fallen_back |= {f"bucket stats --bucket {bucket}", f"bucket list --uid {owner}"}
     if fault == "s3":  # NoSuchBucket is the bucket's own "gone" (HeadBucket checks it); the others fall back
         fallen_back |= {f"bucket list --uid {owner}"}
-    assert set(calls) == {"gc list --include-all", f"user stats --uid {owner}", *fallen_back}
+    assert set(calls) == {"gc list --include-all", *fallen_back}
 
 
 def test_direct_purge_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket(tmp_path):
@@ -1389,3 +1390,48 @@ def test_the_report_counts_this_runs_s3_requests_per_endpoint(tmp_path, capsys):
     _report(report, False, p)
     line = next(x for x in capsys.readouterr().out.splitlines() if "RGW endpoints" in x)
     assert "http://a:1" in line and "3 could not connect" in line and "http://b:1 7 requests (1.5/s)" in line
+
+
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")])
+@pytest.mark.parametrize("method", ["direct", "s3", "admin-purge"])
+def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(tmp_path, release, method):
+    w = World().as_release(*release)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
+    assert p.method == method
+    w.log.clear()
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    synced = w.log.index(f"radosgw-admin user stats --uid {w.owner} --sync-stats")
+    assert f"radosgw-admin user stats --uid {w.owner}" not in w.log[synced:]
+    check = {c.name: c for c in report.checks}["owner stats synced"]
+    assert check.status == "ok" and f"synced {w.user_synced_at}" in check.detail
+    assert check.detail.endswith("(as the drop's user stats --sync-stats printed them)")
+
+
+@pytest.mark.parametrize("printed", ["", "sync done\n", "[]", '{"stats": 1, "last_stats_sync": "x"}',
+                                     '{"stats": {"num_objects": 0}}'])
+def test_a_sync_that_printed_no_stats_has_the_read_back_read_them(tmp_path, printed):
+    w = World()
+    w.sync_prints = printed
+    p, io, cp, _ = make(w, tmp_path)
+    w.log.clear()
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    synced = w.log.index(f"radosgw-admin user stats --uid {w.owner} --sync-stats")
+    assert f"radosgw-admin user stats --uid {w.owner}" in w.log[synced:]
+    check = {c.name: c for c in report.checks}["owner stats synced"]
+    assert check.status == "ok" and "printed them" not in check.detail
+
+
+def test_a_purge_resumed_at_its_read_back_reads_the_owners_stats(tmp_path):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    first = run(p, io, cp)
+    assert first.ok, first.checks
+    w.log.clear()
+    verify = next(i for i, step in enumerate(p.steps) if step.kind == "verify")
+    again = run(p, io, cp, state=State(plan=p.to_dict(), step=verify))
+    assert f"radosgw-admin user stats --uid {w.owner}" in w.log  # nothing synced in this run: read
+    assert not any("--sync-stats" in line for line in w.log)
+    check = {c.name: c for c in again.checks}["owner stats synced"]
+    assert check.status == "ok" and "printed them" not in check.detail
