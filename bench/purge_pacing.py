@@ -46,6 +46,9 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 - ``stock-rm`` or ``stock-rm:N``: ``radosgw-admin bucket rm --purge-objects`` (with
   ``--max-concurrent-ios N``);
 - ``stock-s3``: S3 DeleteObjects of 1,000 keys, one request at a time (``bench/s3_one_batch.py``);
+- ``list-s3:R`` or ``list-s3:R:P``: no purge, only its listing: the victim listed through S3 at R
+  keys/s, P keys a request (default 1,000), deleting nothing (``bench/s3_list.py``); the victim
+  stays behind;
 - ``rados-host:R[:N]`` and ``rados-cluster:R[:N]``: no RGW and no rgwkeeper: ``bench/rados_rm.py``
   states and removes the victim's head objects from the data pool, R objects/s spread one token per
   object, N at a time (default 1), with the host's librados or, run in the cluster's container, the
@@ -115,7 +118,8 @@ def _cluster_flags(info: Any) -> list[str]:
             "--rgw-credentials", str(info.credentials_file)]
 
 
-MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3", "rados-host", "rados-cluster")
+MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3", "rados-host", "rados-cluster",
+         "list-s3")
 
 
 RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
@@ -169,7 +173,7 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
     wants = {"cap": (1, 3), "stock-rm": (0, 1), "unpaced": (0, 1), "rados-host": (1, 2),
-             "rados-cluster": (1, 2)}.get(kind, (0, 0))
+             "rados-cluster": (1, 2), "list-s3": (1, 2)}.get(kind, (0, 0))
     if not wants[0] <= len(params) <= wants[1]:
         raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
     try:
@@ -179,7 +183,7 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     if not all(math.isfinite(x) and x > 0 for x in numbers):
         raise ValueError(f"mode {text!r}: numbers must be finite and above 0")
     counts = (numbers[:1] if kind in ("unpaced", "stock-rm") else numbers[2:] if kind == "cap"
-              else numbers[1:] if kind.startswith("rados-") else [])
+              else numbers[1:] if kind.startswith("rados-") or kind == "list-s3" else [])
     if any(x != int(x) for x in counts):
         raise ValueError(f"mode {text!r}: an operation count must be a whole number")
     return kind, numbers
@@ -200,6 +204,11 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
                                                  victim])]
     if kind.startswith("rados-"):
         return ["--maintenance-cmd", _rados_rm(info, mode, victim, numbers, args)]
+    if kind == "list-s3":
+        page = ["--page", str(int(numbers[1]))] if len(numbers) > 1 else []
+        return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.s3_list", "--endpoint", info.rgw_endpoint,
+                                                 "--credentials", str(info.credentials_file), "--rate",
+                                                 f"{numbers[0]:g}", *page, victim])]
     purge_cfg = workdir / f"purge-{mode.replace(':', '_').replace('@', '_')}-{n}.toml"
     pace_ms = args.target_ms if kind == "paced" else 0.0
     increase = args.increase if kind == "paced" else 0.0
@@ -352,7 +361,7 @@ def main() -> None:
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",
                    help="comma-separated, run in turn: unpaced[:N], paced, cap:R[:S[:N]], low, normal, stock-rm[:N], stock-s3, "
-                        "rados-host:R[:N], rados-cluster:R[:N], "
+                        "rados-host:R[:N], rados-cluster:R[:N], list-s3:R[:P], "
                         "quiet (no maintenance: the control)")
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")

@@ -117,7 +117,8 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
                                  "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
                                  "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
-                                 "cap:1@page10@page20", "stock-rm@page10"])
+                                 "cap:1@page10@page20", "stock-rm@page10", "list-s3", "list-s3:1:2:3",
+                                 "list-s3:450:2.5", "list-s3:inf", "list-s3:450@trace"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)
@@ -192,3 +193,43 @@ def test_at_page_sets_the_listing_page_size(tmp_path):
         assert line in Path(argv[argv.index("--config") + 1]).read_text(), mode
     argv = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
     assert "list_page_size" not in Path(argv[argv.index("--config") + 1]).read_text()
+
+
+def test_list_s3_lists_at_its_rate_and_deletes_nothing(tmp_path):
+    from bench import s3_list
+
+    info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
+                           credentials_file=Path("/cred"))
+    args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
+    assert parse_mode("list-s3:450") == ("list-s3", [450.0]) and parse_mode("list-s3:450:250") == ("list-s3", [450.0, 250.0])
+    argv = shlex.split(_maintenance(info, tmp_path, "list-s3:450:250", "victim", args, 0)[1])
+    assert argv[1:3] == ["-m", "bench.s3_list"] and argv[argv.index("--rate") + 1] == "450"
+    assert argv[argv.index("--page") + 1] == "250" and argv[-1] == "victim"
+
+    class S3:
+        def __init__(self):
+            self.calls = []
+
+        def list_objects_v2(self, **kw):
+            self.calls.append((now[0], kw))
+            start = int(kw.get("ContinuationToken", "0"))
+            keys = [{"Key": f"k{i}"} for i in range(start, min(start + kw["MaxKeys"], 950))]
+            more = start + kw["MaxKeys"] < 950
+            now[0] += 0.05 if len(self.calls) != 2 else 3.0  # the second request is slow
+            return {"Contents": keys, "IsTruncated": more, **({"NextContinuationToken": str(start + 200)} if more else {})}
+
+        def __getattr__(self, name):
+            raise AssertionError(f"a listing calls nothing else, got {name}")
+
+    now = [0.0]
+
+    def sleep(s):
+        assert s > 0
+        now[0] += s
+
+    s3 = S3()
+    assert s3_list.list_at(s3, "victim", 400.0, 200, clock=lambda: now[0], sleep=sleep) == 950
+    starts = [t for t, _ in s3.calls]
+    # Every 0.5 s (200 keys at 400/s); after the slow one, the next at once, then 0.5 s apart again.
+    assert starts == pytest.approx([0.0, 0.5, 3.5, 4.0, 4.5])
+    assert all(kw["MaxKeys"] == 200 and kw["Bucket"] == "victim" for _, kw in s3.calls)
