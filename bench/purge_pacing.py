@@ -49,6 +49,9 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 - ``list-s3:R`` or ``list-s3:R:P``: no purge, only its listing: the victim listed through S3 at R
   keys/s, P keys a request (default 1,000), deleting nothing (``bench/s3_list.py``); the victim
   stays behind;
+- ``list-rados-host:R`` or ``list-rados-host:R:N``: ``list-s3:R`` and ``rados-host:R[:N]`` at
+  once, two processes each on its own schedule: the listing and the removals a capped purge
+  does, without rgwkeeper's engine between them;
 - ``rados-host:R[:N]`` and ``rados-cluster:R[:N]``: no RGW and no rgwkeeper: ``bench/rados_rm.py``
   states and removes the victim's head objects from the data pool, R objects/s spread one token per
   object, N at a time (default 1), with the host's librados or, run in the cluster's container, the
@@ -119,7 +122,7 @@ def _cluster_flags(info: Any) -> list[str]:
 
 
 MODES = ("unpaced", "paced", "quiet", "cap", "low", "normal", "stock-rm", "stock-s3", "rados-host", "rados-cluster",
-         "list-s3")
+         "list-s3", "list-rados-host")
 
 
 RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
@@ -173,7 +176,7 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
     wants = {"cap": (1, 3), "stock-rm": (0, 1), "unpaced": (0, 1), "rados-host": (1, 2),
-             "rados-cluster": (1, 2), "list-s3": (1, 2)}.get(kind, (0, 0))
+             "rados-cluster": (1, 2), "list-s3": (1, 2), "list-rados-host": (1, 2)}.get(kind, (0, 0))
     if not wants[0] <= len(params) <= wants[1]:
         raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
     try:
@@ -183,7 +186,7 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     if not all(math.isfinite(x) and x > 0 for x in numbers):
         raise ValueError(f"mode {text!r}: numbers must be finite and above 0")
     counts = (numbers[:1] if kind in ("unpaced", "stock-rm") else numbers[2:] if kind == "cap"
-              else numbers[1:] if kind.startswith("rados-") or kind == "list-s3" else [])
+              else numbers[1:] if kind.startswith(("rados-", "list-")) else [])
     if any(x != int(x) for x in counts):
         raise ValueError(f"mode {text!r}: an operation count must be a whole number")
     return kind, numbers
@@ -205,10 +208,13 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
     if kind.startswith("rados-"):
         return ["--maintenance-cmd", _rados_rm(info, mode, victim, numbers, args)]
     if kind == "list-s3":
-        page = ["--page", str(int(numbers[1]))] if len(numbers) > 1 else []
-        return ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.s3_list", "--endpoint", info.rgw_endpoint,
-                                                 "--credentials", str(info.credentials_file), "--rate",
-                                                 f"{numbers[0]:g}", *page, victim])]
+        return ["--maintenance-cmd", _s3_list(info, victim, numbers[0], int(numbers[1]) if len(numbers) > 1 else 1000)]
+    if kind == "list-rados-host":
+        # Both at once, each on its own schedule; the command fails if either does.
+        listing = _s3_list(info, victim, numbers[0], 1000)
+        removals = _rados_rm(info, "rados-host", victim, numbers, args)
+        return ["--maintenance-cmd", shlex.join(["sh", "-c", f"{listing} & l=$!; {removals}; r=$?; wait $l; "
+                                                             "l=$?; exit $((l | r))"])]
     purge_cfg = workdir / f"purge-{mode.replace(':', '_').replace('@', '_')}-{n}.toml"
     pace_ms = args.target_ms if kind == "paced" else 0.0
     increase = args.increase if kind == "paced" else 0.0
@@ -275,6 +281,12 @@ def _admin_json(*argv: str) -> Any:
     if proc.returncode != 0:
         raise SystemExit(f"radosgw-admin {' '.join(argv)}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
     return json.loads(proc.stdout)
+
+
+def _s3_list(info: Any, victim: str, rate: float, page: int) -> str:
+    """The command line of a listing through S3 alone (bench/s3_list.py)."""
+    return shlex.join([sys.executable, "-m", "bench.s3_list", "--endpoint", info.rgw_endpoint, "--credentials",
+                       str(info.credentials_file), "--rate", f"{rate:g}", "--page", str(page), victim])
 
 
 def _rados_rm(info: Any, mode: str, victim: str, numbers: list[float], args: argparse.Namespace) -> str:
@@ -361,7 +373,7 @@ def main() -> None:
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",
                    help="comma-separated, run in turn: unpaced[:N], paced, cap:R[:S[:N]], low, normal, stock-rm[:N], stock-s3, "
-                        "rados-host:R[:N], rados-cluster:R[:N], list-s3:R[:P], "
+                        "rados-host:R[:N], rados-cluster:R[:N], list-s3:R[:P], list-rados-host:R[:N], "
                         "quiet (no maintenance: the control)")
     p.add_argument("--verify-config", type=Path, default=None,
                    help="a config file whose [loadgen] tolerances verify judges with (default: the project's)")

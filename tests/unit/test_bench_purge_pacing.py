@@ -92,6 +92,14 @@ def test_rados_modes_remove_the_victims_heads_with_the_host_or_the_cluster_clien
     assert inner[:8] == ["exec", "docker", "-H", "unix:///e.sock", "exec", "-i", "cid", "python3"]
     assert inner[-2:] == ["<", str(pacing.RADOS_RM)] and inner[inner.index("--in-flight") + 1] == "2"
     assert "--keyring" not in inner  # in the container, its own /etc/ceph
+    both = shlex.split(_maintenance(info, tmp_path, "list-rados-host:450:2", "victim", args, 0)[1])
+    assert both[:2] == ["sh", "-c"]
+    listing, rest = both[2].split(" & l=$!; ")
+    removals, waits = rest.split("; r=$?; ")
+    assert shlex.split(listing)[1:3] == ["-m", "bench.s3_list"] and shlex.split(listing)[-1] == "victim"
+    assert shlex.split(removals)[:2] == ["/usr/bin/python3", str(pacing.RADOS_RM)]
+    assert "--in-flight 2" in removals and "--rate 450" in removals and "--rate 450" in listing
+    assert waits == "wait $l; l=$?; exit $((l | r))"
     args.docker_exec = None
     with pytest.raises(SystemExit, match="container"):
         _maintenance(info, tmp_path, "rados-cluster:450", "victim", args, 0)
@@ -118,7 +126,8 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
                                  "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
                                  "cap:1@page10@page20", "stock-rm@page10", "list-s3", "list-s3:1:2:3",
-                                 "list-s3:450:2.5", "list-s3:inf", "list-s3:450@trace"])
+                                 "list-s3:450:2.5", "list-s3:inf", "list-s3:450@trace",
+                                 "list-rados-host", "list-rados-host:1:2:3", "list-rados-host:450:1.5"])
 def test_a_bad_mode_is_refused(bad):
     with pytest.raises(ValueError, match="mode"):
         parse_mode(bad)
