@@ -239,7 +239,8 @@ class PurgeSection:
                          "purge, keyed by bucket name, bucket id and options); an interrupted purge resumes from it.")
     s3_batches_in_flight: int = opt(8, "S3 DeleteObjects requests (1000 keys each) in flight at once.", min=1, max=64)
     rados_ops_in_flight: int = opt(256, "librados stat/remove operations in flight at once for the direct "
-                                   "method.", min=1, max=4096)
+                                   "method. Under a rate cap the most: the purge starts at one and widens "
+                                   "only while it falls behind the cap.", min=1, max=4096)
     list_page_size: int = opt(1000, "Keys per S3 listing page (S3's maximum is 1000); the checkpoint "
                               "advances after each finished page.", min=1, max=1000)
     metrics_textfile: str = opt(

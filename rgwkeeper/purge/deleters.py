@@ -8,6 +8,8 @@ import asyncio
 import errno
 from typing import Any, Awaitable, Callable
 
+import structlog
+
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.purge.checkpoint import Ledger
@@ -16,7 +18,13 @@ from rgwkeeper.purge.lister import Entry
 from rgwkeeper.purge.pacing import Limiter, Pacer, RateCap
 from rgwkeeper.purge.runtime import PurgeFailed, Threads
 
+log = structlog.get_logger("rgwkeeper.purge")
+
 RADOS_CHUNK_WINDOWS = 8  # a paced librados step works in chunks of 8 windows, then may pause
+#: Under a cap: a request that starts later than this share of its slot widens the window.
+CAP_LATE_SHARE = 0.1
+#: Under a cap: a request that waited at least this share of its slot narrows it.
+CAP_EARLY_SHARE = 0.5
 RECHECK_IN_FLIGHT = 16  # re-check calls in flight (all batches together) before their deletes
 
 #: A blocking check of one listed entry just before its delete (a HEAD, perhaps its tags):
@@ -102,7 +110,11 @@ class HeadDeleter:
     """Removes, with librados, the heads of objects whose head holds all their data (one RADOS
     object, nothing in GC); the rest goes back to the caller for S3. ``window``: librados
     operations in flight; when paced, they go in chunks at the pacer's window with its pauses
-    between chunks (one page of 1,000 removals at full speed hurt ingest on one core)."""
+    between chunks (one page of 1,000 removals at full speed hurt ingest on one core). Under a
+    rate cap ``window`` is the most: a request's stats and removals go one at a time, and the
+    window doubles while requests come late for the cap's schedule and halves while they wait
+    half their slot or more, so the cap is kept with as few in flight as it takes (a request's
+    operations all at once were what ingest noticed: docs/purge.md, "What each second held")."""
 
     def __init__(self, data: BulkObjects, *, pool: str, marker: str, head_chunk_bytes: int, window: int,
                  pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None) -> None:
@@ -115,11 +127,26 @@ class HeadDeleter:
         self.cap = cap
         self.ledger = ledger
         self._limiter = limiter
+        self._cap_window = 1
+
+    def _window(self) -> int:
+        return min(self.window, self._cap_window) if self.cap.rate > 0 else self.window
+
+    def _follow_the_cap(self, n: int) -> None:
+        """After a capped request of ``n`` took its slot: widen if it came late, narrow if it waited."""
+        slot = n / self.cap.rate
+        before = self._cap_window
+        if self.cap.late_s > CAP_LATE_SHARE * slot:
+            self._cap_window = min(self.window, self._cap_window * 2)
+        elif self.cap.waited_s >= CAP_EARLY_SHARE * slot:
+            self._cap_window = max(1, self._cap_window // 2)
+        if self._cap_window != before:
+            log.debug("purge librados window", was=before, now=self._cap_window, late_ms=round(self.cap.late_s * 1000, 1))
 
     async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[tuple[str, str]]) -> list[Any]:
         """``op(objs, window=...)`` (stat_many, remove_many) at the configured window, or paced."""
         if self.pacer is None or self._limiter is None:
-            return await op(objs, window=self.window)
+            return await op(objs, window=self._window())
         out: list[Any] = []
         while len(out) < len(objs):
             window = self.pacer.limit(self.window)
@@ -165,6 +192,8 @@ class HeadDeleter:
         if not remove and not gone:
             return others
         await self.cap.take(len(remove))  # capped, ``remove`` already holds one request's worth (remove())
+        if self.cap.rate > 0 and remove:
+            self._follow_the_cap(len(remove))
         rets = await self.many(self.data.remove_many, [o for _, o in remove])
         removed_bytes = 0
         for (e, obj), ret in zip(remove, rets):

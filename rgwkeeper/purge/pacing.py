@@ -179,6 +179,11 @@ class RateCap:
         self._clock = clock
         self._sleep = sleep
         self._next: float | None = None  # when the next slot starts
+        #: How far past the start of its slot the last take came (0: on time or early): a purge
+        #: that comes late keeps coming late, so it is behind the cap's schedule.
+        self.late_s = 0.0
+        #: How long the last take waited for its slot (0: none).
+        self.waited_s = 0.0
 
     def chunk(self, n: int) -> int:
         """Objects per request under the cap: ``request_s`` of its work (at least one), at most ``n``."""
@@ -188,7 +193,9 @@ class RateCap:
         if self.rate <= 0 or n <= 0:
             return
         now = self._clock()
+        self.late_s = 0.0 if self._next is None else max(0.0, now - self._next)
         start = now if self._next is None else max(now, self._next)
+        self.waited_s = start - now
         self._next = start + n / self.rate  # reserved before waiting: no other take can use it
         if start > now:
             await self._sleep(start - now)
