@@ -144,7 +144,8 @@ class HeadDeleter:
             log.debug("purge librados window", was=before, now=self._cap_window, late_ms=round(self.cap.late_s * 1000, 1))
 
     async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[tuple[str, str]]) -> list[Any]:
-        """``op(objs, window=...)`` (stat_many, remove_many) at the configured window, or paced."""
+        """``op(objs, window=...)`` (stat_many, remove_many) at the configured window (under a cap,
+        the one that follows the cap), or paced."""
         if self.pacer is None or self._limiter is None:
             return await op(objs, window=self._window())
         out: list[Any] = []

@@ -55,6 +55,7 @@ log = structlog.get_logger("rgwkeeper.purge")
 PACED_LIST_PAGE = 200
 CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
 CAPPED_PAGE_MIN = 10
+DROP_SHARDS_AT_ONCE = 64  # index shard objects the drop stats, empties or removes at once (uncapped)
 PAGES_IN_FLIGHT = 3  # unpaced: pages of head work at once (one stats while another removes)
 # Putting a lifecycle purge's previous rules back after a failure or an interrupt: long enough
 # for a few S3 round trips, short enough that a stopped purge does not hang.
@@ -783,10 +784,10 @@ class PurgeExecutor:
         assert step.entry_rm is not None and step.instance_rm is not None  # DropBucket checks it
         # GC (tails of objects deleted through S3, parts of aborted uploads) is independent of
         # the bucket's metadata: run it alongside.
-        gc_task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(step.gc))
+        gc_task = await self._start_gc(step.gc)
         try:
             shards = [(o, "") for o in p.index_shards]
-            rets = await self.io.bulk(p.index_pool).remove_many(shards, window=64)
+            rets = await self.io.bulk(p.index_pool).remove_many(shards, window=self._drop_window())
             for (o, _), r in zip(shards, rets):
                 check_removed(p.index_pool, o, r)
             await asyncio.gather(self._admin(step.entry_rm, missing_ok=True, by_name=True),
@@ -796,6 +797,19 @@ class PurgeExecutor:
             await asyncio.gather(gc_task, return_exceptions=True)
         gc_task.result()
         self._space_free_at = self.time.clock()
+
+    def _drop_window(self) -> int:
+        """Index shards the drop works on at once: under a cap one at a time (its drop's second
+        was a capped purge's worst: docs/purge.md, "What each second held")."""
+        return 1 if self.cap.rate > 0 else DROP_SHARDS_AT_ONCE
+
+    async def _start_gc(self, gc: Argv) -> asyncio.Future[None]:
+        """The drop's GC check (and run, when needed), beside the drop's other work; under a cap
+        before it, so its radosgw-admin process does not start with the drop's others."""
+        task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(gc))
+        if self.cap.rate > 0:
+            await asyncio.gather(task, return_exceptions=True)  # its error is raised where the task's result is read
+        return task
 
     async def _sync_owner_stats(self, args: Argv, *, long: bool = False) -> None:
         """The owner's stats synced after the drop. What `user stats --sync-stats` prints is the
@@ -824,18 +838,18 @@ class PurgeExecutor:
         checked above to hold only entries of removed heads, is emptied in place and RGW deletes
         the empty bucket. ``bucket_gone``: an earlier run got past DeleteBucket."""
         p = self.plan.profile
-        gc_task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(step.gc))
+        gc_task = await self._start_gc(step.gc)
         try:
             if not bucket_gone:
                 index = self.io.bulk(p.index_pool)
                 shards = [(o, "") for o in p.index_shards]
                 # Emptying a shard that does not exist would create it: check they all do first.
-                sizes = await index.stat_many(shards, window=64)
+                sizes = await index.stat_many(shards, window=self._drop_window())
                 missing = [o for (o, _), size in zip(shards, sizes) if size is None]
                 if missing:
                     raise PurgeFailed(f"{p.index_pool}/{missing[0]}", f"{len(missing)} of {len(shards)} index "
                                       "shards are not where the plan expects them; the index was left in place")
-                rets = await index.empty_index_many(shards, window=64)
+                rets = await index.empty_index_many(shards, window=self._drop_window())
                 bad = [(o, r) for (o, _), r in zip(shards, rets) if r != 0]
                 if bad:
                     raise PurgeFailed(f"{p.index_pool}/{bad[0][0]} empty", errno.errorcode.get(-bad[0][1], str(bad[0][1])))

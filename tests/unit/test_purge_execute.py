@@ -1435,3 +1435,24 @@ def test_a_purge_resumed_at_its_read_back_reads_the_owners_stats(tmp_path):
     assert not any("--sync-stats" in line for line in w.log)
     check = {c.name: c for c in again.checks}["owner stats synced"]
     assert check.status == "ok" and "printed them" not in check.detail
+
+
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("tentacle", "20.2.4")])
+def test_a_capped_drop_checks_gc_first_then_works_on_one_index_shard_at_a_time(tmp_path, release):
+    # The drop's second was a capped purge's worst (docs/purge.md, "What each second held").
+    for cap, window in ((1000.0, 1), (0.0, 64)):
+        w = World().as_release(*release)
+        (tmp_path / str(cap)).mkdir()
+        p, io, cp, bulks = make(w, tmp_path / str(cap))
+        assert p.method == "direct"
+        bulks[INDEX].windows.clear()
+        w.log.clear()
+        settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=cap)
+        report = run(p, io, cp, settings=settings)
+        assert report.ok, report.checks
+        drop, read_back = bulks[INDEX].windows[:-1], bulks[INDEX].windows[-1]
+        assert drop and set(drop) == {window} and read_back == 64
+        shard_work = next(i for i, line in enumerate(w.log)
+                          if line.startswith((f"rados rm {INDEX}/.dir.", "rados empty index")))
+        gc = next(i for i, line in enumerate(w.log) if line.startswith("radosgw-admin gc "))  # list, or process
+        assert gc < shard_work or not cap
