@@ -932,8 +932,9 @@ def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
                 f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
                 "tails whose refcount xattr still holds references from copies",
                 "radosgw-admin gc list --include-all: no entry for those objects",
-                f"radosgw-admin user stats --uid {p.owner} (when its stats were synced); admin API GET "
-                f"/admin/bucket?uid={p.owner} does not name it")
+                f"the owner's stats as the drop's user stats --uid {p.owner} --sync-stats printed them (when "
+                f"they were synced; radosgw-admin user stats --uid {p.owner} if this run did not sync them); "
+                f"admin API GET /admin/bucket?uid={p.owner} does not name it")
     listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
     return (f"S3 {listing} bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
             + ": nothing matching left",

@@ -555,3 +555,11 @@ def test_an_s3_purge_lists_by_index_only_a_plain_known_index(change):
              tuning=Tuning(direct_listing="index"))
     assert not purge_api.uses_items(p)
     assert not any(c.startswith("librados") for s in p.steps for c in s.calls if isinstance(s, DeleteObjects))
+
+
+def test_the_dry_run_says_the_read_back_takes_the_owners_stats_from_the_drops_sync():
+    p = plan(mixed(size_bytes=6 * 4096), PurgeRequest("capture-mixed"), now=NOW)
+    text = "\n".join(p.show())
+    owner = p.profile.owner
+    assert f"the owner's stats as the drop's user stats --uid {owner} --sync-stats printed them" in text
+    assert f"radosgw-admin user stats --uid {owner} if this run did not sync them" in text
