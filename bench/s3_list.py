@@ -31,16 +31,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="keys a request (default 1000)")
     p.add_argument("bucket")
     args = p.parse_args(argv)
-    import boto3
-    from botocore.config import Config
+    from bench.s3_one_batch import client
 
-    from rgwkeeper.access import load_credentials
-
-    creds = load_credentials(args.credentials)
-    s3 = boto3.client("s3", endpoint_url=args.endpoint, aws_access_key_id=creds.access_key,
-                      aws_secret_access_key=creds.secret_key, region_name="default",
-                      config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
-    listed = list_at(s3, args.bucket, args.rate, args.page)
+    listed = list_at(client(args.endpoint, args.credentials), args.bucket, args.rate, args.page)
     print(f"listed {listed} keys")
 
 

@@ -18,16 +18,20 @@ def main() -> None:
     p.add_argument("--credentials", type=Path, required=True, help="the harness's 0600 credentials file")
     p.add_argument("bucket")
     args = p.parse_args()
+    empty_and_remove(client(args.endpoint, args.credentials), args.bucket)
+
+
+def client(endpoint: str, credentials: Path) -> Any:
+    """A plain boto3 S3 client for the harness's RGW (path-style, the credentials file's keys)."""
     import boto3
     from botocore.config import Config
 
     from rgwkeeper.access import load_credentials
 
-    creds = load_credentials(args.credentials)
-    s3 = boto3.client("s3", endpoint_url=args.endpoint, aws_access_key_id=creds.access_key,
-                      aws_secret_access_key=creds.secret_key, region_name="default",
-                      config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
-    empty_and_remove(s3, args.bucket)
+    creds = load_credentials(credentials)
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=creds.access_key,
+                        aws_secret_access_key=creds.secret_key, region_name="default",
+                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5}))
 
 
 def empty_and_remove(s3: Any, bucket: str) -> None:
