@@ -16,7 +16,10 @@ from typing import Any, Callable
 
 
 def _positive(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text) if text == text.strip() else math.nan
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a finite number above 0")
     return value

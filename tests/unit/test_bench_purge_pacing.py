@@ -242,3 +242,13 @@ def test_list_s3_lists_at_its_rate_and_deletes_nothing(tmp_path):
     # Every 0.5 s (200 keys at 400/s); after the slow one, the next at once, then 0.5 s apart again.
     assert starts == pytest.approx([0.0, 0.5, 3.5, 4.0, 4.5])
     assert all(kw["MaxKeys"] == 200 and kw["Bucket"] == "victim" for _, kw in s3.calls)
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "1e400", " 450", "450 ", "", "x"])
+def test_s3_list_refuses_a_bad_rate_in_one_line_with_exit_2(rate, capsys):
+    from bench import s3_list
+
+    with pytest.raises(SystemExit) as exc:
+        s3_list.main(["--endpoint", "http://127.0.0.1:1", "--credentials", "/nonexistent", "--rate", rate, "b"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("a finite number above 0")
