@@ -169,8 +169,9 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
         if free and not p.has(FreeWhileFull):
             raise ClusterFull(full.refusal(what + f" (method {p.method})"))
     try:
-        profile: BucketProfile | None = await gather_profile(request.bucket, rgw=io.rgw, rados=io.rados,
-                                                             admin_api=io.admin_api, bulk=io.bulk)
+        profile: BucketProfile | None = await gather_profile(
+            request.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api, bulk=io.bulk,
+            one_at_a_time=purge_cfg.max_objects_per_second > 0)
     except NoSuchBucket:
         profile = None
     ignored: list[str] = []

@@ -188,7 +188,8 @@ async def bucket_id_now(bucket: str, *, admin_api: AdminApi | None, rgw: Radosgw
 
 async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
                          admin_api: AdminApi | None = None,
-                         bulk: Callable[[str], BulkObjects] | None = None) -> BucketProfile:
+                         bulk: Callable[[str], BulkObjects] | None = None,
+                         one_at_a_time: bool = False) -> BucketProfile:
     """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist.
 
     With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
@@ -196,6 +197,8 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
     zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
     meanwhile. Without the metadata=read cap the instance is read with radosgw-admin.
     With ``bulk`` (librados on a pool), an index generation the stats do not name is probed.
+    ``one_at_a_time`` (a capped purge, beside ingest): the reads one after the other, so two
+    radosgw-admin processes never start together (docs/purge.md, "The plan's reads").
     """
     validate_bucket(bucket)
 
@@ -221,10 +224,15 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
                                         what=f"metadata get bucket.instance:{key}")
         return stats, instance
 
+    reads: list[Callable[[], Awaitable[Any]]] = [
+        stats_and_instance, rgw.zone_placement, rgw.zonegroup_zones,
+        lambda: rados.acommand({"prefix": "versions"}), head_chunk]
     try:
-        (stats, instance), placement, zones, versions, chunk = await asyncio.gather(
-            stats_and_instance(), rgw.zone_placement(), rgw.zonegroup_zones(),
-            rados.acommand({"prefix": "versions"}), head_chunk())
+        if one_at_a_time:
+            results = [await read() for read in reads]
+        else:
+            results = list(await asyncio.gather(*(read() for read in reads)))
+        (stats, instance), placement, zones, versions, chunk = results
     except NotFound:
         raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
     profile = parse_profile(stats, instance, placement, zones, versions or {}, chunk)

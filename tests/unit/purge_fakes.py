@@ -101,6 +101,8 @@ class World:
         # their stats answer NoSuchBucket, as for a bucket deleted since the listing).
         self.all_buckets = [self.bucket]
         self.log: list[str] = []
+        self.admin_at_once = 0  # radosgw-admin processes running now, and the most there were at once
+        self.admin_most_at_once = 0
         self.user_synced_at = "2020-01-01T00:00:00.000000Z"
         self.sync_prints: str | None = None  # None: what `user stats --sync-stats` printed (captured)
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
@@ -282,6 +284,18 @@ class FakeRunner:
         self.w = world
 
     async def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        """Each call is a process that runs beside the caller's other work (it yields once), and
+        the world counts how many ran at once."""
+        w = self.w
+        w.admin_at_once += 1
+        w.admin_most_at_once = max(w.admin_most_at_once, w.admin_at_once)
+        try:
+            await asyncio.sleep(0)
+            return await self._answer(argv, timeout)
+        finally:
+            w.admin_at_once -= 1
+
+    async def _answer(self, argv: Sequence[str], timeout: float) -> CompletedRun:
         w = self.w
         assert list(argv[:5]) == ["radosgw-admin", "--conf", argv[2], "--name", "client.admin"], argv
         args = list(argv[5:])

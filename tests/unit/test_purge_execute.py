@@ -16,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
+from rgwkeeper import config
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.deleters import HeadDeleter
@@ -725,6 +726,20 @@ def test_profile_comes_from_the_admin_api_and_falls_back_without_metadata_caps(t
     w.exists = False
     with pytest.raises(NoSuchBucket):
         asyncio.run(gather_profile("other-bucket", rgw=io.rgw, rados=io.rados, admin_api=io.admin_api))
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_a_capped_purges_plan_starts_one_radosgw_admin_process_at_a_time(tmp_path, capped):
+    """Beside ingest, the plan's two radosgw-admin reads (zone get, zonegroup get) starting
+    together made the purge's first second its slowest (docs/purge.md, "The plan's reads"):
+    under a cap they run one after the other; uncapped, together as before."""
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=config.PurgeSection(max_objects_per_second=450.0 if capped else 0.0),
+                        store=CheckpointStore(tmp_path / "state")))
+    assert [line for line in w.log if line.startswith("radosgw-admin")] in (
+        ["radosgw-admin zone get", "radosgw-admin zonegroup get"], ["radosgw-admin zonegroup get", "radosgw-admin zone get"])
+    assert w.admin_most_at_once == (1 if capped else 2)
 
 
 @pytest.mark.parametrize("fault", ["busy", "s3"])
