@@ -35,9 +35,8 @@ def make_s3(endpoints: Sequence[str], credentials: RgwCredentials, *, timeout_s:
 
 def parse_timestamp(value: Any) -> Any:
     """botocore's timestamp parser with a fast path for ISO 8601 with a zone, the form of every
-    LastModified in a listing: botocore hands each to dateutil, whose parse held a purge's
-    event loop about 80 ms per 1,000-key page (docs/purge.md, "Listing pages and the GIL").
-    Anything else (RFC 1123 headers, epochs, no zone) goes to botocore's own parser."""
+    LastModified in a listing: botocore hands each to dateutil, most of what a listing page
+    costs to parse (docs/purge.md, "Listing pages and the GIL"). Anything else (RFC 1123 headers, epochs, no zone) goes to botocore's own parser."""
     if isinstance(value, str) and len(value) >= 20 and value[4] == "-" and value[10] == "T":
         try:
             parsed = datetime.datetime.fromisoformat(value)
@@ -50,9 +49,12 @@ def parse_timestamp(value: Any) -> Any:
 
 
 def make_client(endpoint: str, credentials: RgwCredentials, *, timeout_s: float, max_pool: int = 32,
-                retries: dict[str, int] | None = None) -> Any:
+                retries: dict[str, int] | None = None, stock_parser: bool = False) -> Any:
+    """One endpoint's boto3 client. ``stock_parser``: botocore's own timestamp parser, for
+    bench.s3_parse to compare against; rgwkeeper never sets it."""
     core = botocore.session.get_session()
-    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
+    if not stock_parser:
+        core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
     return boto3.session.Session(botocore_session=core).client(
         "s3",
         endpoint_url=endpoint,

@@ -1,7 +1,8 @@
 """What the planner needs to know about one bucket and its cluster, as a frozen dataclass.
 
 :func:`parse_profile` is pure (fed captured radosgw-admin JSON in the unit tests);
-:func:`gather_profile` reads it from the cluster, in parallel where the calls are independent.
+:func:`gather_profile` reads it from the cluster, in parallel where the calls are independent
+(one at a time under a purge's rate cap).
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
     With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
     instead of two radosgw-admin processes run one after the other (each 0.15-1 s here); the
     zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
-    meanwhile. Without the metadata=read cap the instance is read with radosgw-admin.
+    meanwhile (after them with ``one_at_a_time``). Without the metadata=read cap the instance is read with radosgw-admin.
     With ``bulk`` (librados on a pool), an index generation the stats do not name is probed.
     ``one_at_a_time`` (a capped purge, beside ingest): the reads one after the other, so two
     radosgw-admin processes never start together (docs/purge.md, "The plan's reads").

@@ -16,7 +16,6 @@ import pytest
 from structlog.testing import capture_logs
 
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
-from rgwkeeper import config
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
 from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.deleters import HeadDeleter
@@ -733,10 +732,12 @@ def test_a_capped_purges_plan_starts_one_radosgw_admin_process_at_a_time(tmp_pat
     """Beside ingest, the plan's two radosgw-admin reads (zone get, zonegroup get) starting
     together made the purge's first second its slowest (docs/purge.md, "The plan's reads"):
     under a cap they run one after the other; uncapped, together as before."""
+    from rgwkeeper.config import PurgeSection
+
     w = World()
     io, _ = purge_io(w, tmp_path)
-    asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=config.PurgeSection(max_objects_per_second=450.0 if capped else 0.0),
-                        store=CheckpointStore(tmp_path / "state")))
+    cfg = PurgeSection(max_objects_per_second=450.0 if capped else 0.0)
+    asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=cfg, store=CheckpointStore(tmp_path / "state")))
     assert [line for line in w.log if line.startswith("radosgw-admin")] in (
         ["radosgw-admin zone get", "radosgw-admin zonegroup get"], ["radosgw-admin zonegroup get", "radosgw-admin zone get"])
     assert w.admin_most_at_once == (1 if capped else 2)
