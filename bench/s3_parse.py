@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 from botocore.awsrequest import AWSResponse
 
@@ -71,16 +71,28 @@ def cpu_ms_per_page(client: Any, pages: int) -> float:
     return took * 1000 / pages
 
 
+def _count(name: str) -> Callable[[str], int]:
+    """A whole number from 1 to 100,000, typed as rgwkeeper's own options are (no padding,
+    no ``nan``, no ``1_000``)."""
+    from rgwkeeper.errors import UsageError
+    from rgwkeeper.units import parse_number
+
+    def parse(text: str) -> int:
+        try:
+            return int(parse_number(text, name, lo=1, hi=100_000, integer=True))
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--keys", type=int, default=1000, help="keys per page (default 1000, S3's most)")
-    p.add_argument("--pages", type=int, default=50)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--keys", type=_count("--keys"), default=1000, help="keys per page (default 1000, S3's most)")
+    p.add_argument("--pages", type=_count("--pages"), default=50)
+    p.add_argument("--repeat", type=_count("--repeat"), default=5)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    for name in ("keys", "pages", "repeat"):
-        if not 1 <= getattr(args, name) <= 100_000:
-            p.error(f"--{name} must be from 1 to 100000")
     body = listing(args.keys)
     made = clients(body)
     for c in made.values():
@@ -97,7 +109,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     for name, ms in med.items():
-        print(f"{name:18s} {ms:8.2f} CPU ms per call, a page of {args.keys} keys (median of {args.repeat} x {args.pages})")
+        print(f"{name:18s} {ms:8.2f} CPU ms per call, a page of {args.keys} keys "
+              f"(median of {args.repeat} x {args.pages})")
     print(f"ratio botocore's / rgwkeeper's: {result['stock_over_rgwkeeper']:.2f}")
 
 

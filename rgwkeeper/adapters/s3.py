@@ -36,7 +36,8 @@ def make_s3(endpoints: Sequence[str], credentials: RgwCredentials, *, timeout_s:
 def parse_timestamp(value: Any) -> Any:
     """botocore's timestamp parser with a fast path for ISO 8601 with a zone, the form of every
     LastModified in a listing: botocore hands each to dateutil, most of what a listing page
-    costs to parse (docs/purge.md, "Listing pages and the GIL"). Anything else (RFC 1123 headers, epochs, no zone) goes to botocore's own parser."""
+    costs to parse (docs/purge.md, "Listing pages and the GIL"). Anything else (RFC 1123
+    headers, epochs, no zone) goes to botocore's own parser."""
     if isinstance(value, str) and len(value) >= 20 and value[4] == "-" and value[10] == "T":
         try:
             parsed = datetime.datetime.fromisoformat(value)

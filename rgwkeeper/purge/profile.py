@@ -196,7 +196,8 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
     With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
     instead of two radosgw-admin processes run one after the other (each 0.15-1 s here); the
     zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
-    meanwhile (after them with ``one_at_a_time``). Without the metadata=read cap the instance is read with radosgw-admin.
+    meanwhile (after them with ``one_at_a_time``). Without the metadata=read cap the instance
+    is read with radosgw-admin.
     With ``bulk`` (librados on a pool), an index generation the stats do not name is probed.
     ``one_at_a_time`` (a capped purge, beside ingest): the reads one after the other, so two
     radosgw-admin processes never start together (docs/purge.md, "The plan's reads").
