@@ -24,7 +24,9 @@ ENDPOINT = "http://rgw.invalid:8080"
 
 
 def listing(keys: int) -> bytes:
-    """A ListObjectsV2 answer as RGW writes it: ``keys`` 4 KiB objects, one page."""
+    """A ListObjectsV2 answer of ``keys`` 4 KiB objects, one page, with the fields a listing
+    entry carries (LastModified to the millisecond with a Z, as RGW stamps it); not captured
+    from RGW, so its size is close to, not equal to, a real page's."""
     rows = "".join(
         f"<Contents><Key>obj-{i:08d}</Key><LastModified>2026-11-28T04:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z"
         f"</LastModified><ETag>&quot;{i:032x}&quot;</ETag><Size>4096</Size><StorageClass>STANDARD</StorageClass>"
