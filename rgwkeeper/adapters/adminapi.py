@@ -106,6 +106,20 @@ class AdminApi:
         return list(await self.arequest("get", "bucket", {"uid": validate_uid(uid)}) or [])
 
     # -- changes ---------------------------------------------------------------------------------
+    async def sync_user_stats(self, uid: str) -> dict[str, Any]:
+        """``GET /admin/user?uid=U&stats=True&sync=True`` (caps users=read): RGW resyncs the
+        user's stats from each of their buckets, as ``radosgw-admin user stats --uid U
+        --sync-stats`` does (the same rgw_user_sync_all_stats, which also records the sync time),
+        then reads them. Only the stats are returned: the rest of the answer is the user's
+        record, access and secret keys included, and must go no further."""
+        from rgwkeeper.adapters.radosgw_admin import validate_uid
+
+        info = await self.arequest("get", "user", {"uid": validate_uid(uid), "stats": "True", "sync": "True"})
+        stats = info.get("stats") if isinstance(info, dict) else None
+        if not isinstance(stats, dict):
+            raise CephError(f"GET /admin/user?uid={uid}&stats=True&sync=True", "the answer holds no stats")
+        return {"stats": stats}
+
     @staticmethod
     def bucket_quota_params(uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
                             enabled: bool) -> dict[str, str]:

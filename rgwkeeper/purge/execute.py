@@ -43,9 +43,9 @@ from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
-from rgwkeeper.purge.profile import bucket_id_now, confirmed_bucket_stats
+from rgwkeeper.purge.profile import admin_first, bucket_id_now, confirmed_bucket_stats
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
-from rgwkeeper.purge.verifier import Check, Verifier, owner_stats_of
+from rgwkeeper.purge.verifier import SYNCED_BY_ADMIN_API, Check, Verifier, owner_stats_of
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 __all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
@@ -812,10 +812,21 @@ class PurgeExecutor:
         return task
 
     async def _sync_owner_stats(self, args: Argv, *, long: bool = False) -> None:
-        """The owner's stats synced after the drop. What `user stats --sync-stats` prints is the
-        owner's stats as the sync left them: the read-back takes them from here rather than start
-        another radosgw-admin process (docs/purge.md, "The end state is read back")."""
-        self._owner_stats = owner_stats_of(await self._admin(args, long=long))
+        """The owner's stats synced after the drop, through the admin API (one request, not a
+        radosgw-admin process beside the drop's GC check: docs/purge.md, "The owner's stats");
+        with ``args`` (``user stats --sync-stats``) when it gives no clear answer. Either answer is the owner's stats as the sync left them: the
+        read-back takes them from here rather than start another radosgw-admin process
+        (docs/purge.md, "The end state is read back")."""
+        owner = self.plan.profile.owner
+
+        async def through_api(api: AdminApi) -> dict[str, Any]:
+            return {**await api.sync_user_stats(owner), "synced_by": SYNCED_BY_ADMIN_API}
+
+        async def through_cli() -> dict[str, Any] | None:
+            return owner_stats_of(await self._admin(args, long=long))
+
+        self._owner_stats, _ = await admin_first(self.io.admin_api, through_api, through_cli, gone="NoSuchUser",
+                                                 what=f"sync the stats of {owner}", confirm_gone=True)
 
     async def _gc_if_the_bucket_has_entries(self, gc: Argv) -> None:
         """Every GC run of a purge (the direct drop's, and the GC step after S3 deletes, bucket rm

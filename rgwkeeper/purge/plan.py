@@ -806,7 +806,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                          "process GC including entries not yet due (rgw_gc_obj_min_wait is 2 h by default), so "
                          "the tails' space really comes back",
                                  stats_sync=rgwa.user_stats_sync_args(p.owner),
-                                 gc=rgwa.gc_process_args(include_all=True), calls=(f"S3 DeleteBucket bucket={b}",))
+                                 gc=rgwa.gc_process_args(include_all=True),
+                                 calls=(f"S3 DeleteBucket bucket={b}", _stats_sync_call(p.owner)))
     steps: list[Step] = []
     if method == "direct":
         steps.append(fence)
@@ -840,7 +841,8 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
             calls=(_drop_count_check(p),
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
-                   + " (what radosgw-admin bi purge does, without a process per call)", _GC_WHEN_NEEDED_CALL),
+                   + " (what radosgw-admin bi purge does, without a process per call)", _stats_sync_call(p.owner),
+                   _GC_WHEN_NEEDED_CALL),
             owner=p.owner)
         steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
@@ -865,7 +867,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             "bucket does not exist, so the end state is read back; then resync the owner's stats",
             bucket_rm=rgwa.bucket_rm_args(b, purge_objects=True, bypass_gc=bypass,
                                           max_concurrent_ios=t.max_concurrent_ios),
-            stats_sync=rgwa.user_stats_sync_args(p.owner)))
+            stats_sync=rgwa.user_stats_sync_args(p.owner), calls=(_stats_sync_call(p.owner),)))
         if not bypass:
             steps.append(gc)
     elif method == "lifecycle":
@@ -911,8 +913,14 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
-               f"S3 DeleteBucket bucket={p.bucket}", _GC_WHEN_NEEDED_CALL),
+               f"S3 DeleteBucket bucket={p.bucket}", _stats_sync_call(p.owner), _GC_WHEN_NEEDED_CALL),
         owner=p.owner, through_rgw=True)
+
+
+def _stats_sync_call(owner: str) -> str:
+    """How the owner's stats are resynced (PurgeExecutor._sync_owner_stats)."""
+    return (f"the owner's stats resynced: admin API GET /admin/user?uid={owner}&stats=True&sync=True (the "
+            "radosgw-admin user stats --sync-stats above only when the API gives no clear answer)")
 
 
 def _drop_count_check(p: BucketProfile) -> str:
@@ -932,8 +940,8 @@ def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
                 f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
                 "tails whose refcount xattr still holds references from copies",
                 "radosgw-admin gc list --include-all: no entry for those objects",
-                f"the owner's stats as the drop's user stats --uid {p.owner} --sync-stats printed them (when "
-                f"they were synced; radosgw-admin user stats --uid {p.owner} if this run did not sync them); "
+                f"the owner's stats as the drop's sync answered them (when they were synced; radosgw-admin "
+                f"user stats --uid {p.owner} if this run did not sync them); "
                 f"admin API GET /admin/bucket?uid={p.owner} does not name it")
     listing = "ListObjectVersions" if p.versioning != "off" else "ListObjectsV2"
     return (f"S3 {listing} bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")

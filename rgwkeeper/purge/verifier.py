@@ -48,8 +48,9 @@ class Verifier:
         self.scan_max_objects = scan_max_objects
 
     async def check(self, step: Verify, *, owner_stats: dict[str, Any] | None = None) -> list[Check]:
-        """``owner_stats``: the owner's stats as the drop's ``user stats --sync-stats`` printed
-        them (owner_stats_of), read instead of running ``user stats`` again."""
+        """``owner_stats``: the owner's stats as the drop's sync answered them (the admin API's,
+        or what ``user stats --sync-stats`` printed: owner_stats_of), read instead of running
+        ``user stats`` again."""
         if step.whole_bucket:
             return await self.bucket_gone(owner_stats)
         return await self.scope_empty(step.scope)
@@ -122,15 +123,19 @@ class Verifier:
                         gone="NoSuchUser", what="read-back: the owner's buckets"),
             self.rgw.user_stats(p.owner) if synced_stats is None else given())
         owner_stats = stats.get("stats", {})
+        by_api = stats.get("synced_by") == SYNCED_BY_ADMIN_API
         synced = _parse_time(stats.get("last_stats_sync"))
-        fresh = synced is not None and synced >= self.created_at - 1
+        # The admin API's answer carries no sync time: it answered the sync this run asked for.
+        fresh = by_api or (synced is not None and synced >= self.created_at - 1)
+        when = "synced through the admin API after the drop" if by_api else f"synced {stats.get('last_stats_sync', '?')}"
         return [Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
                       f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
                       f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"),
                 Check("owner stats synced", "ok" if fresh else "warning",
                       f"{p.owner}: {owner_stats.get('num_objects', '?')} objects, {owner_stats.get('size', '?')} B, "
-                      f"synced {stats.get('last_stats_sync', '?')}" + ("" if fresh else " (before the purge)")
-                      + (" (as the drop's user stats --sync-stats printed them)" if synced_stats is not None else ""))]
+                      f"{when}" + ("" if fresh else " (before the purge)")
+                      + (" (as the drop's user stats --sync-stats printed them)"
+                         if synced_stats is not None and not by_api else ""))]
 
     async def pool_clean(self, pool: str) -> Check:
         p = self.p
@@ -183,6 +188,11 @@ class Verifier:
         # The bucket lives on and others may be deleting in it: GC entries are reported, not failed.
         checks.append(await self.gc_clear(strict=False))
         return checks
+
+
+#: ``synced_by`` of owner stats the admin API's sync answered (AdminApi.sync_user_stats): its
+#: answer has no ``last_stats_sync``, radosgw-admin's has.
+SYNCED_BY_ADMIN_API = "admin API"
 
 
 def owner_stats_of(printed: str | None) -> dict[str, Any] | None:

@@ -56,6 +56,13 @@ def bucket_stats(cluster, bucket: str) -> dict[str, Any] | None:
     return json.loads(proc.stdout)
 
 
+def owner_stats(cluster, uid: str) -> dict[str, Any]:
+    """``radosgw-admin user stats`` without a sync: the stats and when they were last synced."""
+    proc = radosgw_admin(cluster, "user", "stats", "--uid", uid)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def rados_ls(cluster, pool: str, prefix: str) -> list[str]:
     proc = subprocess.run(["rados", "--conf", str(cluster.conf), "--keyring", str(cluster.keyring), "-p", pool, "ls"],
                           capture_output=True, text=True, timeout=120)
@@ -142,11 +149,17 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
     b, copies = bucket_name, bucket_name + "-copies"
     big, marker = mixed_bucket_with_copies(ceph_cluster, s3, b, copies)
     s3.put_object(Bucket=b, Key="\u00fcber/\u65e5\u672c", Body=b"n" * 100)
+    owner = bucket_stats(ceph_cluster, b)["owner"]
+    synced_before = owner_stats(ceph_cluster, owner)["last_stats_sync"]
 
     doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json",
                          config=f'direct_listing = "{listing}"\n').stdout)
 
     assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+    # The owner's stats were synced through the admin API, and RGW recorded that sync.
+    check = {c["name"]: c for c in doc["checks"]}["owner stats synced"]
+    assert check["status"] == "ok" and check["detail"].endswith("synced through the admin API after the drop"), check
+    assert owner_stats(ceph_cluster, owner)["last_stats_sync"] > synced_before
     c = doc["counters"]
     assert c["direct_removed"] == 22 and c["via_s3"] == 2 and c["uploads_aborted"] == 1, c
     assert "sweeps" not in c, c  # the listing found every object: the index's own count agreed

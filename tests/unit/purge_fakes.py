@@ -136,6 +136,8 @@ class World:
         #: How the admin API's reads fail: None, "down" (RGW restarting), "busy" (503 SlowDown),
         #: "s3" (the path taken for S3: every read a 404 NoSuchBucket, a bucket called "admin").
         self.admin_api_fault: str | None = None
+        #: The same, for the owner's stats sync only ("down", "busy", "s3", or "nouser": NoSuchUser).
+        self.sync_api_fault: str | None = None
         self.rm_crashes = 0  # bucket rm runs that abort half-way, as 20.2.4's did once in CI
         #: What a crashed bucket rm leaves: "half" the objects deleted, "all" (the bucket gone),
         #: or "recreated" (half deleted, and the name taken by a new bucket meanwhile; "recreated-s3":
@@ -704,15 +706,17 @@ class FakeAdminApi:
     def __init__(self, world: World) -> None:
         self.w = world
 
-    def _fault(self, what: str) -> None:
+    def _fault(self, what: str, fault: str | None = None) -> None:
         self.w.admin_api_reads.append(what)
-        fault = self.w.admin_api_fault
+        fault = fault or self.w.admin_api_fault
         if fault == "down":
             raise CephUnreachable(what, "cannot connect to http://rgw:8080")
         if fault == "busy":
             raise CephError(what, "SlowDown")
         if fault == "s3":
             raise NotFound(what, "NoSuchBucket")
+        if fault == "nouser":
+            raise NotFound(what, "NoSuchUser")
 
     async def set_bucket_quota(self, uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
                                enabled: bool) -> None:
@@ -733,6 +737,16 @@ class FakeAdminApi:
         self._fault(f"GET /admin/bucket?uid={uid}")
         self.w.log.append("admin API bucket list --uid")
         return list(self.w.user_buckets)
+
+    async def sync_user_stats(self, uid: str) -> dict[str, Any]:
+        """The release's captured answer's stats (AdminApi.sync_user_stats keeps only those);
+        the sync time moves as radosgw-admin reads it after the API's sync (captured)."""
+        if uid != self.w.owner:
+            raise UnexpectedCall(f"unexpected admin API user stats sync of {uid!r}")
+        self._fault(f"GET /admin/user?uid={uid}&stats=True&sync=True", self.w.sync_api_fault)
+        self.w.log.append("admin API user stats sync")
+        self.w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["answer"]["stats"])}
 
     async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
         self._fault(f"GET /admin/metadata/{section}")

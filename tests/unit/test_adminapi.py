@@ -104,3 +104,35 @@ def test_the_read_back_reads_of_each_release_are_the_captured_answers(release):
     with pytest.raises(InvalidName):
         asyncio.run(api.user_buckets("bad&uid=x"))
     assert len(fake.calls) == 3
+
+
+@pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
+def test_the_owners_stats_sync_returns_the_stats_and_nothing_else_of_the_users_record(release):
+    """``GET /admin/user?...&sync=True`` as each release answered it (capture_purge --stats-sync):
+    RGW's answer is the user's whole record, keys included; only the stats come back."""
+    import copy
+    import json
+    from pathlib import Path
+
+    fx = json.loads((Path(__file__).parents[1] / "fixtures" / release / "purge.json").read_text())
+    captured = fx["admin_user_stats_sync"]
+    # The sync ran: radosgw-admin read a later sync time after the request than before it.
+    assert captured["last_stats_sync_after"] > captured["last_stats_sync_before"]
+    # A user with exactly the caps docs/cluster-access.md gives may send it.
+    assert captured["with_documented_caps"] == "answered"
+    answer = copy.deepcopy(captured["answer"])
+    answer["keys"] = [{"user": "rgwkeeper-admin", "access_key": "AKSEEN", "secret_key": _SECRET}]
+    fake = FakeRGWAdmin().expect("get", "/admin/user?format=json&uid=rgwkeeper-admin&stats=True&sync=True", answer)
+    got = asyncio.run(_api(fake).sync_user_stats("rgwkeeper-admin"))
+    assert got == {"stats": captured["answer"]["stats"]} and isinstance(got["stats"]["num_objects"], int)
+    assert _SECRET not in repr(got) and "AKSEEN" not in repr(got)
+    with pytest.raises(InvalidName):
+        asyncio.run(_api(FakeRGWAdmin()).sync_user_stats("bad&sync=x"))
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("answer", [{}, {"stats": None}, {"stats": []}, [], None])
+def test_an_owners_stats_sync_answer_without_stats_is_an_error(answer):
+    fake = FakeRGWAdmin().expect("get", "/admin/user?format=json&uid=o&stats=True&sync=True", answer)
+    with pytest.raises(CephError, match="no stats"):
+        asyncio.run(_api(fake).sync_user_stats("o"))

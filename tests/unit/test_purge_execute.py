@@ -1380,7 +1380,7 @@ def test_the_drop_reads_its_count_check_through_the_admin_api_not_a_radosgw_admi
     report = run(p, io, cp)
     assert report.ok, report.checks
     removed = max(i for i, line in enumerate(w.log) if line.startswith(f"rados rm {DATA}/"))
-    drop = w.log[removed:w.log.index("radosgw-admin user stats --uid " + w.owner + " --sync-stats")]
+    drop = w.log[removed:w.log.index("admin API user stats sync")]
     assert "admin API bucket stats" in drop
     assert not any(line.startswith("radosgw-admin bucket stats") for line in drop), drop
 
@@ -1410,13 +1410,35 @@ def test_the_report_counts_this_runs_s3_requests_per_endpoint(tmp_path, capsys):
 
 @pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")])
 @pytest.mark.parametrize("method", ["direct", "s3", "admin-purge"])
-def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(tmp_path, release, method):
+def test_the_owners_stats_are_synced_through_the_admin_api_and_the_read_back_takes_them_from_its_answer(
+        tmp_path, release, method):
+    # One request, not a radosgw-admin process beside the drop's GC check (docs/purge.md, "The owner's stats").
     w = World().as_release(*release)
     p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
     assert p.method == method
     w.log.clear()
     report = run(p, io, cp)
     assert report.ok, report.checks
+    assert w.log.count("admin API user stats sync") == 1
+    assert not any(line.startswith(f"radosgw-admin user stats --uid {w.owner}") for line in w.log)
+    check = {c.name: c for c in report.checks}["owner stats synced"]
+    assert check.status == "ok" and check.detail.endswith("synced through the admin API after the drop")
+
+
+@pytest.mark.parametrize("fault", ["down", "busy", "s3", "nouser"])
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")])
+@pytest.mark.parametrize("method", ["direct", "s3", "admin-purge"])
+def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(tmp_path, release, method, fault):
+    # Where the admin API gives no clear answer, radosgw-admin syncs them, and what it printed is read.
+    w = World().as_release(*release)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
+    assert p.method == method
+    w.log.clear()
+    w.sync_api_fault = fault  # "nouser": radosgw-admin is the reference for a user the API says is gone
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert any(r.startswith(f"GET /admin/user?uid={w.owner}&stats=True&sync=True") for r in w.admin_api_reads)
+    assert "admin API user stats sync" not in w.log
     synced = w.log.index(f"radosgw-admin user stats --uid {w.owner} --sync-stats")
     assert f"radosgw-admin user stats --uid {w.owner}" not in w.log[synced:]
     check = {c.name: c for c in report.checks}["owner stats synced"]
@@ -1429,6 +1451,7 @@ def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(t
 def test_a_sync_that_printed_no_stats_has_the_read_back_read_them(tmp_path, printed):
     w = World()
     w.sync_prints = printed
+    w.sync_api_fault = "busy"  # the sync falls back to radosgw-admin
     p, io, cp, _ = make(w, tmp_path)
     w.log.clear()
     report = run(p, io, cp)

@@ -561,5 +561,18 @@ def test_the_dry_run_says_the_read_back_takes_the_owners_stats_from_the_drops_sy
     p = plan(mixed(size_bytes=6 * 4096), PurgeRequest("capture-mixed"), now=NOW)
     text = "\n".join(p.show())
     owner = p.profile.owner
-    assert f"the owner's stats as the drop's user stats --uid {owner} --sync-stats printed them" in text
+    assert "the owner's stats as the drop's sync answered them" in text
     assert f"radosgw-admin user stats --uid {owner} if this run did not sync them" in text
+
+
+@pytest.mark.parametrize("method", ["direct", "s3", "admin-purge", "admin-purge-bypass-gc"])
+@pytest.mark.parametrize("release", ["pacific", "tentacle"])
+def test_the_dry_run_shows_the_owners_stats_sync_through_the_admin_api_and_its_fallback(method, release):
+    p = plan(mixed(size_bytes=6 * 4096, release=release), PurgeRequest("capture-mixed", method=method), now=NOW)
+    text = "\n".join(p.show())
+    owner = p.profile.owner
+    api = f"admin API GET /admin/user?uid={owner}&stats=True&sync=True"
+    assert text.count(api) == 1
+    # The fallback's argv is shown in the same step, above the API's call.
+    step = next(s for s in p.steps if getattr(s, "stats_sync", None))
+    assert step.stats_sync == ("user", "stats", "--uid", owner, "--sync-stats") and any(api in c for c in step.calls)
