@@ -814,9 +814,9 @@ class PurgeExecutor:
     async def _sync_owner_stats(self, args: Argv, *, long: bool = False) -> None:
         """The owner's stats synced after the drop, through the admin API (one request, not a
         radosgw-admin process beside the drop's GC check: docs/purge.md, "The owner's stats");
-        with ``args`` (``user stats --sync-stats``) when it gives no clear answer. Either answer is the owner's stats as the sync left them: the
-        read-back takes them from here rather than start another radosgw-admin process
-        (docs/purge.md, "The end state is read back")."""
+        with ``args`` (``user stats --sync-stats``) when it gives no clear answer. Either answer
+        is the owner's stats as the sync left them: the read-back takes them from here rather
+        than start another radosgw-admin process (docs/purge.md, "The end state is read back")."""
         owner = self.plan.profile.owner
 
         async def through_api(api: AdminApi) -> dict[str, Any]:

@@ -117,7 +117,8 @@ class Verifier:
             assert synced_stats is not None
             return synced_stats
 
-        # The owner's stats come from radosgw-admin: only it shows when they were last synced.
+        # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user stats,
+        # the one answer that says when they were last synced.
         (buckets, _), stats = await _all(
             admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
                         gone="NoSuchUser", what="read-back: the owner's buckets"),
