@@ -116,7 +116,7 @@ class AdminApi:
 
         info = await self.arequest("get", "user", {"uid": validate_uid(uid), "stats": "True", "sync": "True"})
         stats = info.get("stats") if isinstance(info, dict) else None
-        if not isinstance(stats, dict):
+        if not isinstance(stats, dict) or not all(type(stats.get(k)) is int for k in ("num_objects", "size")):
             raise CephError(f"GET /admin/user?uid={uid}&stats=True&sync=True", "the answer holds no stats")
         return {"stats": stats}
 

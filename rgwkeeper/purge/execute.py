@@ -805,10 +805,13 @@ class PurgeExecutor:
 
     async def _start_gc(self, gc: Argv) -> asyncio.Future[None]:
         """The drop's GC check (and run, when needed), beside the drop's other work; under a cap
-        before it, so its radosgw-admin process does not start with the drop's others."""
+        before it, so its radosgw-admin process does not start with the drop's others, and its
+        failure is raised at once: the index is not touched (beside the drop's work, its error
+        is raised where the caller reads the task's result)."""
         task = asyncio.ensure_future(self._gc_if_the_bucket_has_entries(gc))
         if self.cap.rate > 0:
-            await asyncio.gather(task, return_exceptions=True)  # its error is raised where the task's result is read
+            await asyncio.gather(task, return_exceptions=True)
+            task.result()
         return task
 
     async def _sync_owner_stats(self, args: Argv, *, long: bool = False) -> None:

@@ -117,18 +117,19 @@ class Verifier:
             assert synced_stats is not None
             return synced_stats
 
-        # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user stats,
-        # the one answer that says when they were last synced.
         (buckets, _), stats = await _all(
             admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
                         gone="NoSuchUser", what="read-back: the owner's buckets"),
+            # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user
+            # stats, the one answer that says when they were last synced.
             self.rgw.user_stats(p.owner) if synced_stats is None else given())
         owner_stats = stats.get("stats", {})
         by_api = stats.get("synced_by") == SYNCED_BY_ADMIN_API
         synced = _parse_time(stats.get("last_stats_sync"))
-        # The admin API's answer carries no sync time: it answered the sync this run asked for.
+        # The admin API's answer carries no sync time: it answered the sync this run asked for
+        # (docs/purge.md, "The owner's stats").
         fresh = by_api or (synced is not None and synced >= self.created_at - 1)
-        when = "synced through the admin API after the drop" if by_api else f"synced {stats.get('last_stats_sync', '?')}"
+        when = "synced through the admin API after the bucket was deleted" if by_api else f"synced {stats.get('last_stats_sync', '?')}"
         return [Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
                       f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
                       f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"),

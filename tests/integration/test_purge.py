@@ -158,7 +158,7 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
     assert doc["ok"] and doc["method"] == "direct", doc["checks"]
     # The owner's stats were synced through the admin API, and RGW recorded that sync.
     check = {c["name"]: c for c in doc["checks"]}["owner stats synced"]
-    assert check["status"] == "ok" and check["detail"].endswith("synced through the admin API after the drop"), check
+    assert check["status"] == "ok" and check["detail"].endswith("synced through the admin API after the bucket was deleted"), check
     assert owner_stats(ceph_cluster, owner)["last_stats_sync"] > synced_before
     c = doc["counters"]
     assert c["direct_removed"] == 22 and c["via_s3"] == 2 and c["uploads_aborted"] == 1, c

@@ -136,9 +136,10 @@ class World:
         #: How the admin API's reads fail: None, "down" (RGW restarting), "busy" (503 SlowDown),
         #: "s3" (the path taken for S3: every read a 404 NoSuchBucket, a bucket called "admin").
         self.admin_api_fault: str | None = None
-        #: The same, for the owner's stats sync only ("down", "busy", "s3", or "nouser": NoSuchUser).
+        #: The same, for the owner's stats sync only ("down", "busy", "s3", "nouser": NoSuchUser, "timeout").
         self.sync_api_fault: str | None = None
         self.rm_crashes = 0  # bucket rm runs that abort half-way, as 20.2.4's did once in CI
+        self.gc_list_fails = 0  # gc list runs that exit 1 (rgw_admin.cc's "failed to list objs")
         #: What a crashed bucket rm leaves: "half" the objects deleted, "all" (the bucket gone),
         #: or "recreated" (half deleted, and the name taken by a new bucket meanwhile; "recreated-s3":
         #: and every admin API read answered on RGW's path for S3, NoSuchBucket).
@@ -338,6 +339,10 @@ class FakeRunner:
                     return ok()
                 return missing("metadata_rm_missing")
             case ["gc", "list", "--include-all"]:
+                if w.gc_list_fails:
+                    w.gc_list_fails -= 1
+                    return CompletedRun(tuple(argv), 1, "", "ERROR: failed to list objs: (110) Connection timed out\n",
+                                        0.0)
                 return ok(w.gc)
             case ["gc", "process", "--include-all"]:
                 w.gc_process()
@@ -717,6 +722,8 @@ class FakeAdminApi:
             raise NotFound(what, "NoSuchBucket")
         if fault == "nouser":
             raise NotFound(what, "NoSuchUser")
+        if fault == "timeout":
+            raise CephTimeout(what, "no answer within 10 s")
 
     async def set_bucket_quota(self, uid: str, bucket: str, *, max_objects: int, max_size_kb: int,
                                enabled: bool) -> None:
@@ -746,7 +753,7 @@ class FakeAdminApi:
         self._fault(f"GET /admin/user?uid={uid}&stats=True&sync=True", self.w.sync_api_fault)
         self.w.log.append("admin API user stats sync")
         self.w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["answer"]["stats"])}
+        return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["stats"])}
 
     async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
         self._fault(f"GET /admin/metadata/{section}")

@@ -120,18 +120,23 @@ def test_the_owners_stats_sync_returns_the_stats_and_nothing_else_of_the_users_r
     assert captured["last_stats_sync_after"] > captured["last_stats_sync_before"]
     # A user with exactly the caps docs/cluster-access.md gives may send it.
     assert captured["with_documented_caps"] == "answered"
-    answer = copy.deepcopy(captured["answer"])
-    answer["keys"] = [{"user": "rgwkeeper-admin", "access_key": "AKSEEN", "secret_key": _SECRET}]
+    # The answer's other fields (the capture keeps their names only), the user's keys among them.
+    assert {"keys", "swift_keys", "stats"} <= set(captured["answer_fields"])
+    answer = {field: f"<{field}>" for field in captured["answer_fields"]}
+    answer.update(stats=copy.deepcopy(captured["stats"]), swift_keys=[],
+                  keys=[{"user": "rgwkeeper-admin", "access_key": "AKSEEN", "secret_key": _SECRET}])
     fake = FakeRGWAdmin().expect("get", "/admin/user?format=json&uid=rgwkeeper-admin&stats=True&sync=True", answer)
     got = asyncio.run(_api(fake).sync_user_stats("rgwkeeper-admin"))
-    assert got == {"stats": captured["answer"]["stats"]} and isinstance(got["stats"]["num_objects"], int)
+    assert got == {"stats": captured["stats"]} and isinstance(got["stats"]["num_objects"], int)
     assert _SECRET not in repr(got) and "AKSEEN" not in repr(got)
     with pytest.raises(InvalidName):
         asyncio.run(_api(FakeRGWAdmin()).sync_user_stats("bad&sync=x"))
     assert len(fake.calls) == 1
 
 
-@pytest.mark.parametrize("answer", [{}, {"stats": None}, {"stats": []}, [], None])
+@pytest.mark.parametrize("answer", [{}, {"stats": None}, {"stats": []}, [], None, {"stats": {}},
+                                    {"stats": {"num_objects": 1}}, {"stats": {"num_objects": "1", "size": 2}},
+                                    {"stats": {"num_objects": True, "size": 2}}, {"stats": {"num_objects": 1, "size": 2.5}}])
 def test_an_owners_stats_sync_answer_without_stats_is_an_error(answer):
     fake = FakeRGWAdmin().expect("get", "/admin/user?format=json&uid=o&stats=True&sync=True", answer)
     with pytest.raises(CephError, match="no stats"):

@@ -1422,10 +1422,10 @@ def test_the_owners_stats_are_synced_through_the_admin_api_and_the_read_back_tak
     assert w.log.count("admin API user stats sync") == 1
     assert not any(line.startswith(f"radosgw-admin user stats --uid {w.owner}") for line in w.log)
     check = {c.name: c for c in report.checks}["owner stats synced"]
-    assert check.status == "ok" and check.detail.endswith("synced through the admin API after the drop")
+    assert check.status == "ok" and check.detail.endswith("synced through the admin API after the bucket was deleted")
 
 
-@pytest.mark.parametrize("fault", ["down", "busy", "s3", "nouser"])
+@pytest.mark.parametrize("fault", ["down", "busy", "s3", "nouser", "timeout"])
 @pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")])
 @pytest.mark.parametrize("method", ["direct", "s3", "admin-purge"])
 def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(tmp_path, release, method, fault):
@@ -1474,6 +1474,27 @@ def test_a_purge_resumed_at_its_read_back_reads_the_owners_stats(tmp_path):
     assert not any("--sync-stats" in line for line in w.log)
     check = {c.name: c for c in again.checks}["owner stats synced"]
     assert check.status == "ok" and "printed them" not in check.detail
+
+
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("tentacle", "20.2.4")])
+def test_a_capped_drop_whose_gc_check_fails_leaves_the_index_as_it_was_and_a_rerun_finishes(tmp_path, release):
+    # Under a cap GC's check runs before the drop's work: its failure stops the purge before any
+    # index shard is touched, not after the bucket was dropped.
+    w = World().only_head_only_objects().as_release(*release)  # nothing through S3: GC is checked
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.method == "direct"
+    w.gc_list_fails = 1
+    w.log.clear()
+    settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=1000.0)
+    with pytest.raises(CephError, match="failed to list objs"):
+        run(p, io, cp, settings=settings)
+    assert not any(line.startswith((f"rados rm {INDEX}/.dir.", "rados empty index", "S3 DeleteBucket"))
+                   for line in w.log), w.log
+    assert w.exists and "admin API user stats sync" not in w.log
+    saved = cp.load()
+    assert saved.status == "failed" and "failed to list objs" in saved.error
+    report = run(p, io, cp, state=saved, settings=settings)
+    assert report.ok and not w.exists, report.checks
 
 
 @pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("tentacle", "20.2.4")])
