@@ -280,6 +280,11 @@ CRASH_DUMP = """2026-11-27T11:51:02.101+0000 7f3a1c8e4980 -1 *** Caught signal (
 """
 
 
+def sync_stamp() -> str:
+    """Now, as RGW prints ``last_stats_sync`` (2026-11-28T07:52:13.100323Z)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class FakeRunner:
     """radosgw-admin, as far as purge uses it (strict)."""
 
@@ -350,7 +355,7 @@ class FakeRunner:
             case ["user", "stats", "--uid", uid] if uid == w.owner:
                 return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
             case ["user", "stats", "--uid", uid, "--sync-stats"] if uid == w.owner:
-                w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                w.user_synced_at = sync_stamp()
                 # What the release printed (captured), with this sync's time: the stats, with or
                 # without --format (its default format is JSON).
                 printed = w.sync_prints if w.sync_prints is not None else w.fx["user_stats_sync_stdout"]
@@ -752,7 +757,7 @@ class FakeAdminApi:
             raise UnexpectedCall(f"unexpected admin API user stats sync of {uid!r}")
         self._fault(f"GET /admin/user?uid={uid}&stats=True&sync=True", self.w.sync_api_fault)
         self.w.log.append("admin API user stats sync")
-        self.w.user_synced_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.w.user_synced_at = sync_stamp()
         return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["stats"])}
 
     async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
