@@ -316,7 +316,7 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
             *(["--config", str(args.verify_config)] if args.verify_config else []), "--baseline", str(args.baseline),
             "--window", str(args.window), "--mix", "PUT=100", "--rate", str(args.rate), "--concurrency", "64",
             "--bucket-prefix", tag, "--objects", "0", *maintenance, "--maintenance-timeout", "600",
-            "--out", str(out), "--json", "--no-progress"]
+            "--out", str(out), "--plot", str(out.with_suffix(".png")), "--json", "--no-progress"]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.baseline + args.window + 900)
     if proc.returncode not in (0, 3, 4):

@@ -24,8 +24,18 @@ __all__ = ["RadosgwAdmin", "CompletedRun", "Runner", "extract_json", "subprocess
 _NOT_FOUND_CODES = ("(2)", "(2002)")
 
 
+# A user that does not exist: `user stats` exits 2 (ENOENT) with "User has not been initialized
+# or user does not exist", `bucket list --uid` exits 254 (-ENOENT) with "could not find user"
+# (captured from each release: tests/fixtures/<release>/purge.json, "user_missing").
+_NO_SUCH_USER = ((2, "user does not exist"), (254, "could not find user"))
+
+
 def _is_not_found(returncode: int, stderr: str) -> bool:
     return returncode in (2, 2002 % 256) and any(c in stderr for c in _NOT_FOUND_CODES)
+
+
+def _is_no_such_user(returncode: int, stderr: str) -> bool:
+    return any(returncode == code and text in stderr for code, text in _NO_SUCH_USER)
 
 
 class RadosgwAdmin(CephCli):
@@ -38,6 +48,8 @@ class RadosgwAdmin(CephCli):
         try:
             return await super().run(*args, timeout=timeout)
         except CommandFailed as exc:
+            if _is_no_such_user(exc.exit_code_seen, exc.stderr):
+                raise NotFound(" ".join(args[:4]), "NoSuchUser", ret=-2) from None
             if _is_not_found(exc.exit_code_seen, exc.stderr):
                 raise NotFound(" ".join(args[:4]), "does not exist", ret=-2) from None
             raise

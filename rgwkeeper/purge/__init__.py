@@ -197,8 +197,28 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
     if free and new.method == "direct":
         new = free_first(new, purge_cfg.full_wait_s)
     refuse_unless_it_frees(new)
+    await check_s3_access(io, new)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
+
+
+async def check_s3_access(io: PurgeIO, p: Plan) -> None:
+    """Refuse a plan that works through S3 (every method but ``admin-purge``) when rgwkeeper's
+    RGW user may not reach the bucket there: admin caps grant no S3 access to another user's
+    bucket, and the purge would stop at its first S3 call, after the fence (docs/purge.md,
+    "Buckets of other users"). One HeadBucket, read-only."""
+    if p.method == "admin-purge":
+        return
+    b = p.profile.bucket
+    try:
+        await asyncio.to_thread(io.s3.bucket_exists, b)
+    except CephError as exc:
+        if exc.detail not in ("403", "AccessDenied"):
+            raise
+        raise UsageError(f"rgwkeeper's RGW user may not reach bucket {b!r} through S3 (HeadBucket: 403; its owner "
+                         f"is {p.profile.owner!r}): give that user the admin flag (radosgw-admin user modify "
+                         "--uid <its uid> --admin), or purge with --method admin-purge, which needs no S3; "
+                         "nothing was changed") from None
 
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None,

@@ -42,6 +42,9 @@ class State:
 # process kills itself (SIGKILL, no cleanup) right after its N-th checkpoint with a cursor
 # reaches the disk. A test that polls the file instead loses the race to a fast purge.
 CRASH_ENV = "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS"
+#: The same, right after the checkpoint that begins the step of this kind (e.g. "verify": the
+#: purge is killed between its last change and its read-back) reaches the disk.
+CRASH_STEP_ENV = "RGWKEEPER_INJECT_CRASH_BEFORE_STEP"
 
 
 class Checkpoint:
@@ -49,6 +52,7 @@ class Checkpoint:
         self.path = path
         self._cursor_saves = 0
         self._crash_after = int(os.environ.get(CRASH_ENV) or 0)
+        self._crash_before = os.environ.get(CRASH_STEP_ENV) or ""
         # One lock per bucket name, whatever the options: two purges of a bucket never overlap.
         self.lock_path = lock_path or path.with_name(path.name + ".lock")
         self._lock_fd: int | None = None
@@ -86,6 +90,10 @@ class Checkpoint:
         if self._crash_after and state.cursor:
             self._cursor_saves += 1
             if self._cursor_saves >= self._crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        if self._crash_before and not state.cursor and state.status == "running":
+            steps = state.plan.get("steps", [])
+            if state.step < len(steps) and steps[state.step].get("kind") == self._crash_before:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     def discard(self) -> None:

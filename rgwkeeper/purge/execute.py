@@ -45,7 +45,7 @@ from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
 from rgwkeeper.purge.profile import admin_first, bucket_id_now, confirmed_bucket_stats
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
-from rgwkeeper.purge.verifier import SYNCED_BY_ADMIN_API, Check, Verifier, owner_stats_of
+from rgwkeeper.purge.verifier import OWNER_GONE, SYNCED_BY_ADMIN_API, Check, Verifier, owner_stats_of
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
 
 __all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
@@ -828,8 +828,26 @@ class PurgeExecutor:
         async def through_cli() -> dict[str, Any] | None:
             return owner_stats_of(await self._admin(args, long=long))
 
-        self._owner_stats, _ = await admin_first(self.io.admin_api, through_api, through_cli, gone="NoSuchUser",
-                                                 what=f"sync the stats of {owner}", confirm_gone=True)
+        try:
+            try:
+                self._owner_stats, _ = await admin_first(self.io.admin_api, through_api, through_cli,
+                                                         gone="NoSuchUser", what=f"sync the stats of {owner}")
+            except NotFound as exc:
+                if exc.detail != "NoSuchUser" or self.io.admin_api is None:  # None: radosgw-admin's word
+                    raise
+                # RGW's NoSuchUser is confirmed by radosgw-admin with a read that writes nothing:
+                # Pacific's `user stats --sync-stats` of a missing user records stats for it and
+                # exits 0 (docs/purge.md, "The owner's stats").
+                await self.io.rgw.user_stats(owner)
+                self._owner_stats = await through_cli()
+        except NotFound as exc:
+            if exc.detail != "NoSuchUser":
+                raise
+            # The user does not exist: removed once the bucket was gone (a user who owns a
+            # bucket cannot be). Nothing to sync; the read-back says so, and neither this run
+            # nor a resume fails on it.
+            log.warning("purge owner gone", plan=self.plan.plan_id, bucket=self.plan.profile.bucket, owner=owner)
+            self._owner_stats = {OWNER_GONE: True}
 
     async def _gc_if_the_bucket_has_entries(self, gc: Argv) -> None:
         """Every GC run of a purge (the direct drop's, and the GC step after S3 deletes, bucket rm

@@ -112,24 +112,32 @@ class Verifier:
 
     async def _owner(self, synced_stats: dict[str, Any] | None) -> list[Check]:
         p = self.p
+        if synced_stats is not None and synced_stats.get(OWNER_GONE):
+            return self._owner_gone()
 
         async def given() -> dict[str, Any]:
             assert synced_stats is not None
             return synced_stats
 
-        (buckets, _), stats = await _all(
-            admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
-                        gone="NoSuchUser", what="read-back: the owner's buckets"),
-            # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user
-            # stats, the one answer that says when they were last synced.
-            self.rgw.user_stats(p.owner) if synced_stats is None else given())
+        try:
+            (buckets, _), stats = await _all(
+                admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
+                            gone="NoSuchUser", what="read-back: the owner's buckets", confirm_gone=True),
+                # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user
+                # stats, the one answer that says when they were last synced.
+                self.rgw.user_stats(p.owner) if synced_stats is None else given())
+        except NotFound as exc:
+            if exc.detail != "NoSuchUser":  # radosgw-admin's: the API's alone is confirmed first
+                raise
+            return self._owner_gone()
         owner_stats = stats.get("stats", {})
         by_api = stats.get("synced_by") == SYNCED_BY_ADMIN_API
         synced = _parse_time(stats.get("last_stats_sync"))
         # The admin API's answer carries no sync time: it answered the sync this run asked for
         # (docs/purge.md, "The owner's stats").
         fresh = by_api or (synced is not None and synced >= self.created_at - 1)
-        when = "synced through the admin API after the bucket was deleted" if by_api else f"synced {stats.get('last_stats_sync', '?')}"
+        when = ("synced through the admin API after the bucket was deleted" if by_api
+                else f"synced {stats.get('last_stats_sync', '?')}")
         return [Check("owner unlinked", "failed" if p.bucket in buckets else "ok",
                       f"{p.owner} still lists {p.bucket}" if p.bucket in buckets else
                       f"bucket list --uid {p.owner}: {len(buckets)} buckets, {p.bucket} not among them"),
@@ -138,6 +146,14 @@ class Verifier:
                       f"{when}" + ("" if fresh else " (before the purge)")
                       + (" (as the drop's user stats --sync-stats printed them)"
                          if synced_stats is not None and not by_api else ""))]
+
+    def _owner_gone(self) -> list[Check]:
+        """The owner does not exist (radosgw-admin says so): removed once the bucket was gone, as
+        a user who owns a bucket cannot be. No user lists the bucket and no stats are left to sync."""
+        p = self.p
+        return [Check("owner unlinked", "ok", f"the owner {p.owner} no longer exists (radosgw-admin: no such user)"),
+                Check("owner stats synced", "warning",
+                      f"the owner {p.owner} no longer exists: removed after the bucket was deleted, no stats to sync")]
 
     async def pool_clean(self, pool: str) -> Check:
         p = self.p
@@ -195,6 +211,8 @@ class Verifier:
 #: ``synced_by`` of owner stats the admin API's sync answered (AdminApi.sync_user_stats): its
 #: answer has no ``last_stats_sync``, radosgw-admin's has.
 SYNCED_BY_ADMIN_API = "admin API"
+#: The owner's stats when the drop's sync found no such user (PurgeExecutor._sync_owner_stats).
+OWNER_GONE = "owner_gone"
 
 
 def owner_stats_of(printed: str | None) -> dict[str, Any] | None:

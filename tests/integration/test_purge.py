@@ -370,6 +370,102 @@ def test_a_prefix_purge_through_s3_runs_as_work_items_and_leaves_the_rest_of_the
     assert gone.returncode == 2 and f"no purge {job!r}" in gone.stderr  # verified: its items removed
 
 
+def another_users_bucket(cluster, bucket: str, n: int = 50) -> str:
+    """A user of its own (not rgwkeeper's RGW user) and a bucket of ``n`` objects it owns; its uid."""
+    import boto3
+    from botocore.config import Config
+
+    uid = f"{bucket}-owner"
+    made = radosgw_admin(cluster, "user", "create", "--uid", uid, "--display-name", uid)
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)["keys"][0]
+    owner_s3 = boto3.client("s3", endpoint_url=cluster.rgw_endpoint, aws_access_key_id=key["access_key"],
+                            aws_secret_access_key=key["secret_key"], region_name="default",
+                            config=Config(s3={"addressing_style": "path"}))
+    owner_s3.create_bucket(Bucket=bucket)
+    fill(owner_s3, bucket, n, size=256)
+    return uid
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_another_users_bucket_that_s3_may_not_reach_is_refused_with_nothing_changed(ceph_cluster, bucket_name,
+                                                                                   tmp_path):
+    """rgwkeeper's RGW user has admin caps, not the admin flag: S3 answers it 403 for another
+    user's bucket. The purge said so only at its first S3 call, the bucket fenced by then; now
+    the plan is refused in one line; a user with the admin flag purges it (direct)."""
+    b = bucket_name
+    uid = another_users_bucket(ceph_cluster, b)
+    try:
+        quota_before = bucket_stats(ceph_cluster, b)["bucket_quota"]
+        marker = bucket_stats(ceph_cluster, b)["marker"]
+        for extra in (["--dry-run"], ["--yes"]):
+            proc = cli(ceph_cluster, tmp_path, "purge", b, *extra, check=False)
+            assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+            line = proc.stderr.strip().splitlines()[-1]
+            assert f"may not reach bucket {b!r} through S3" in line and "--method admin-purge" in line, line
+            assert line.endswith("nothing was changed")
+        stats = bucket_stats(ceph_cluster, b)
+        assert stats["bucket_quota"] == quota_before  # not fenced
+        assert stats["usage"]["rgw.main"]["num_objects"] == 50
+        assert not list((tmp_path / "state").glob(f"{b}.*.json"))
+
+        # The same purge by a user that has the admin flag as well (docs/cluster-access.md).
+        keeper = f"{b}-keeper"
+        made = radosgw_admin(ceph_cluster, "user", "create", "--uid", keeper, "--display-name", keeper, "--admin",
+                             "--caps", "buckets=*;users=read;usage=read;metadata=read;zone=read")
+        assert made.returncode == 0, made.stderr
+        key = json.loads(made.stdout)["keys"][0]
+        creds = tmp_path / "keeper.credentials"
+        creds.write_text(f'access_key = "{key["access_key"]}"\nsecret_key = "{key["secret_key"]}"\n')
+        creds.chmod(0o600)
+        argv = [a if a != str(ceph_cluster.credentials_file) else str(creds)
+                for a in cli_argv(ceph_cluster, tmp_path, "purge", b, "--yes", "--json")]
+        assert str(creds) in argv
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+                              env=ceph_cluster.env())
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(proc.stdout)
+        assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+        assert bucket_stats(ceph_cluster, b) is None
+        assert_nothing_left(ceph_cluster, marker)
+    finally:
+        radosgw_admin(ceph_cluster, "user", "rm", "--uid", uid, "--purge-data")
+        radosgw_admin(ceph_cluster, "user", "rm", "--uid", f"{b}-keeper")
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_a_purge_resumed_after_its_owner_was_removed_finishes_with_a_warning(ceph_cluster, bucket_name, tmp_path):
+    """A purge killed (SIGKILL) between its last change and its read-back, its owner then removed
+    (a user who owns a bucket cannot be), then the same command again: it finishes, and the
+    read-back warns that the owner is gone and there are no stats to sync. It failed before,
+    after the bucket was gone, and so did every resume. The bucket is another user's, so the
+    purge is `admin-purge`, which needs no S3 ("Buckets of other users" in docs/purge.md)."""
+    b = bucket_name
+    uid = another_users_bucket(ceph_cluster, b)
+    try:
+        argv = cli_argv(ceph_cluster, tmp_path, "purge", b, "--method", "admin-purge", "--yes")
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240,
+                              env={**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_BEFORE_STEP": "verify"})
+        assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+        assert bucket_stats(ceph_cluster, b) is None
+        (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
+        removed = radosgw_admin(ceph_cluster, "user", "rm", "--uid", uid)
+        assert removed.returncode == 0, removed.stderr
+        assert radosgw_admin(ceph_cluster, "user", "info", "--uid", uid).returncode != 0
+
+        doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--method", "admin-purge", "--yes",
+                             "--json").stdout)
+    finally:
+        radosgw_admin(ceph_cluster, "user", "rm", "--uid", uid, "--purge-data")
+
+    assert doc["ok"] and doc["resumed"] == 1, doc["checks"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["owner stats synced"]["status"] == "warning", checks
+    assert "no longer exists" in checks["owner stats synced"]["detail"]
+    assert checks["owner unlinked"]["status"] == "ok"
+    assert not cp_file.exists()  # verified clean: nothing left to resume
+
+
 def killed_then_resumed(ceph_cluster, s3, b: str, tmp_path: Path, method: str, config: str) -> None:
     """A purge killed with SIGKILL right after its second page's checkpoint, then the same command
     again: it resumes from that checkpoint, finishes, and nothing is left."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import datetime
 import email.utils
 import errno
@@ -138,6 +139,11 @@ class World:
         self.admin_api_fault: str | None = None
         #: The same, for the owner's stats sync only ("down", "busy", "s3", "nouser": NoSuchUser, "timeout").
         self.sync_api_fault: str | None = None
+        #: The owner removed as soon as the bucket is gone (a user who owns a bucket cannot be):
+        #: every read of the user then answers as the release does for no such user (captured).
+        self.owner_removed_with_bucket = False
+        self.s3_denied = False  # the bucket is another user's and rgwkeeper's RGW user has no admin flag
+        self.missing_owner_synced = False  # the removed owner's stats synced all the same (Pacific)
         self.rm_crashes = 0  # bucket rm runs that abort half-way, as 20.2.4's did once in CI
         self.gc_list_fails = 0  # gc list runs that exit 1 (rgw_admin.cc's "failed to list objs")
         #: What a crashed bucket rm leaves: "half" the objects deleted, "all" (the bucket gone),
@@ -204,6 +210,9 @@ class World:
             FakeS3(self).abort_upload(self.bucket, u["Key"], u["UploadId"])
         self.gc_process()
         return self
+
+    def owner_gone(self) -> bool:
+        return self.owner_removed_with_bucket and not self.exists
 
     def current_stats(self) -> dict[str, Any]:
         if not self.exists:
@@ -318,6 +327,10 @@ class FakeRunner:
             m = w.fx[name]
             return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
 
+        def missing_user(name: str) -> CompletedRun:
+            m = w.fx["user_missing"][name]
+            return CompletedRun(tuple(argv), m["returncode"], m["stdout"], m["stderr"], 0.0)
+
         match args:
             case ["bucket", "stats", "--bucket", b]:
                 if b != w.bucket or not w.exists:  # the world holds one bucket: what radosgw-admin says (captured)
@@ -352,6 +365,17 @@ class FakeRunner:
             case ["gc", "process", "--include-all"]:
                 w.gc_process()
                 return ok()
+            case ["user", "stats", "--uid", uid] if uid == w.owner and w.owner_gone():
+                return missing_user("user_stats_after_sync" if w.missing_owner_synced else "user_stats")
+            case ["user", "stats", "--uid", uid, "--sync-stats"] if uid == w.owner and w.owner_gone():
+                done = missing_user("user_stats_sync")
+                if done.returncode != 0:
+                    return done
+                w.missing_owner_synced = True  # Pacific: stats recorded for no user (captured), synced now
+                printed = json.loads(done.stdout)
+                return dataclasses.replace(done, stdout=done.stdout.replace(printed["last_stats_sync"], sync_stamp()))
+            case ["bucket", "list", "--uid", uid] if uid == w.owner and w.owner_gone():
+                return missing_user("bucket_list_uid")
             case ["user", "stats", "--uid", uid] if uid == w.owner:
                 return ok({**w.fx["user_stats"], "last_stats_sync": w.user_synced_at})
             case ["user", "stats", "--uid", uid, "--sync-stats"] if uid == w.owner:
@@ -572,6 +596,8 @@ class FakeS3:
                 del w.pools[INDEX][o]
 
     def bucket_exists(self, bucket: str) -> bool:
+        if self.w.s3_denied and bucket == self.w.bucket and self.w.exists:
+            raise CephError(f"HeadBucket {bucket}", "403")  # another user's bucket, no admin flag (measured)
         return bucket == self.w.bucket and self.w.exists
 
     def _fault(self, method: str) -> None:
@@ -748,7 +774,18 @@ class FakeAdminApi:
             raise UnexpectedCall(f"unexpected admin API bucket list of {uid!r}")
         self._fault(f"GET /admin/bucket?uid={uid}")
         self.w.log.append("admin API bucket list --uid")
+        if self.w.owner_gone():
+            return list(self._missing_user("admin_user_buckets", f"GET /admin/bucket?uid={uid}") or [])
         return list(self.w.user_buckets)
+
+    def _missing_user(self, name: str, what: str) -> Any:
+        """What the release's admin API answers for a user that does not exist (captured)."""
+        m = self.w.fx["user_missing"][name]
+        if m["raised"] is None:
+            return m["answer"]
+        if m["raised"] in ("NoSuchBucket", "NoSuchUser", "NoSuchKey"):  # as AdminApi.request maps them
+            raise NotFound(what, m["raised"])
+        raise CephError(what, str(m["code"]))
 
     async def sync_user_stats(self, uid: str) -> dict[str, Any]:
         """The release's captured answer's stats (AdminApi.sync_user_stats keeps only those);
@@ -757,6 +794,9 @@ class FakeAdminApi:
             raise UnexpectedCall(f"unexpected admin API user stats sync of {uid!r}")
         self._fault(f"GET /admin/user?uid={uid}&stats=True&sync=True", self.w.sync_api_fault)
         self.w.log.append("admin API user stats sync")
+        if self.w.owner_gone():
+            self._missing_user("admin_sync", f"GET /admin/user?uid={uid}&stats=True&sync=True")
+            raise AssertionError("captured: RGW answers the sync of a missing user with an error")
         self.w.user_synced_at = sync_stamp()
         return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["stats"])}
 

@@ -17,13 +17,14 @@ from structlog.testing import capture_logs
 
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
-from rgwkeeper.purge.checkpoint import CRASH_ENV, Checkpoint, State
+from rgwkeeper.purge.checkpoint import CRASH_ENV, CRASH_STEP_ENV, Checkpoint, State
 from rgwkeeper.purge.deleters import HeadDeleter
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, RateCap
 from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, Tuning, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
+from tests.unit.fakes import FIXTURES
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
 
 FAST = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0)
@@ -462,14 +463,45 @@ def test_lc_process_held_past_the_wait_fails_and_keeps_the_checkpoint(tmp_path):
     assert cp.load() is not None and cp.load().status == "failed"
 
 
+def _purge_cfg():
+    from rgwkeeper.config import PurgeSection
+
+    return dataclasses.replace(PurgeSection(), protected_buckets=[], s3_batches_in_flight=8, rados_ops_in_flight=256,
+                               long_command_timeout_s=600.0, list_page_size=1000, max_full_ratio=0.97,
+                               max_objects_per_second=0.0, cap_request_s=0.1)
+
+
+@pytest.mark.parametrize("method", ["auto", "direct", "s3", "lifecycle", "admin-purge-bypass-gc"])
+def test_a_bucket_rgwkeepers_s3_user_may_not_reach_is_refused_before_anything_changes(tmp_path, method):
+    # Admin caps give no S3 access to another user's bucket: the purge stopped at its first S3
+    # call (ListMultipartUploads: AccessDenied), with the bucket already fenced.
+    w = World().as_release("tentacle", "20.2.4")
+    w.s3_denied = True
+    io, _ = purge_io(w, tmp_path)
+    store = CheckpointStore(tmp_path / "state")
+    with pytest.raises(UsageError) as exc:
+        asyncio.run(prepare(PurgeRequest(w.bucket, method=method), io, purge_cfg=_purge_cfg(), store=store))
+    msg = str(exc.value)
+    assert f"may not reach bucket {w.bucket!r} through S3" in msg and f"its owner is {w.owner!r}" in msg
+    assert "--admin" in msg and "--method admin-purge" in msg and msg.endswith("nothing was changed")
+    assert "\n" not in msg
+    assert not any(line.startswith(("admin API quota", "rados rm", "S3 ")) for line in w.log)
+    assert not (tmp_path / "state").exists()
+
+
+def test_admin_purge_needs_no_s3_access_and_is_not_refused(tmp_path):
+    w = World()
+    w.s3_denied = True
+    io, _ = purge_io(w, tmp_path)
+    prepared = asyncio.run(prepare(PurgeRequest(w.bucket, method="admin-purge"), io, purge_cfg=_purge_cfg(),
+                                   store=CheckpointStore(tmp_path / "state")))
+    assert prepared.plan.method == "admin-purge"
+
+
 def test_prepare_resumes_only_the_same_request_on_the_same_bucket_instance(tmp_path):
     w = World()
     io, _ = purge_io(w, tmp_path)
-    from rgwkeeper.config import PurgeSection
-
-    cfg = dataclasses.replace(PurgeSection(), protected_buckets=[], s3_batches_in_flight=8, rados_ops_in_flight=256,
-                              long_command_timeout_s=600.0, list_page_size=1000, max_full_ratio=0.97,
-                              max_objects_per_second=0.0, cap_request_s=0.1)
+    cfg = _purge_cfg()
     store = CheckpointStore(tmp_path / "state")
     req = PurgeRequest("capture-mixed")
     first = asyncio.run(prepare(req, io, purge_cfg=cfg, store=store))
@@ -799,6 +831,23 @@ def test_injected_crash_kills_the_process_right_after_the_nth_cursor_reaches_dis
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert Checkpoint(path).load().cursor == {"start_after": "k1"}
+
+
+def test_injected_crash_before_a_step_kills_the_process_once_that_steps_checkpoint_is_on_disk(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; from pathlib import Path; from rgwkeeper.purge.checkpoint import Checkpoint, State\n"
+            "cp = Checkpoint(Path(sys.argv[1]))\n"
+            "plan = {'steps': [{'kind': 'fence'}, {'kind': 'delete_objects'}, {'kind': 'verify'}]}\n"
+            "cp.save(State(plan=plan, step=1, cursor={'start_after': 'k'}))\n"  # mid-step: does not count
+            "cp.save(State(plan=plan, step=1))\n"
+            "cp.save(State(plan=plan, step=2))\n"
+            "cp.save(State(plan=plan, step=3))\n")
+    path = tmp_path / "cp.json"
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], env={**os.environ, CRASH_STEP_ENV: "verify"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert Checkpoint(path).load().step == 2
 
 
 def test_rate_cap_spaces_requests_evenly():
@@ -1444,6 +1493,82 @@ def test_the_read_back_takes_the_owners_stats_from_what_the_drops_sync_printed(t
     check = {c.name: c for c in report.checks}["owner stats synced"]
     assert check.status == "ok" and f"synced {w.user_synced_at}" in check.detail
     assert check.detail.endswith("(as the drop's user stats --sync-stats printed them)")
+
+
+def _owner_removed_with_bucket(release: str, version: str) -> World:
+    """A world whose owner is removed as soon as the bucket is gone, answering as ``release``
+    does for a user that does not exist (captured)."""
+    w = World().as_release(release, version)
+    w.fx["user_missing"] = json.loads((FIXTURES.parent / release / "purge.json").read_text())["user_missing"]
+    w.owner_removed_with_bucket = True
+    return w
+
+
+@pytest.mark.parametrize("api", [None, "down"], ids=["admin-api", "api-down"])
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")],
+                         ids=["pacific", "reef", "tentacle"])
+@pytest.mark.parametrize("method", ["direct", "s3", "admin-purge"])
+def test_an_owner_removed_once_the_bucket_is_gone_is_a_warning_not_a_failed_purge(tmp_path, release, method, api):
+    # A user who owns a bucket cannot be removed; once the purge deleted it, the owner can be,
+    # before the sync. The purge failed then, after the bucket was gone, and every resume too.
+    w = _owner_removed_with_bucket(*release)
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
+    w.sync_api_fault = api  # "down": radosgw-admin alone says the user does not exist
+    w.log.clear()
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert not w.exists
+    checks = {c.name: c for c in report.checks}
+    if api is None:
+        # RGW's NoSuchUser is confirmed by radosgw-admin with a read, not a sync: Pacific's sync
+        # of a missing user exits 0 and records stats for it (captured).
+        assert f"radosgw-admin user stats --uid {w.owner}" in w.log
+        assert f"radosgw-admin user stats --uid {w.owner} --sync-stats" not in w.log
+    else:
+        assert f"radosgw-admin user stats --uid {w.owner} --sync-stats" in w.log
+        if release[0] == "pacific":  # radosgw-admin alone cannot tell: its sync exits 0 (captured)
+            assert w.missing_owner_synced and checks["owner stats synced"].status == "ok", checks
+            assert "0 objects" in checks["owner stats synced"].detail
+            return
+    assert checks["owner stats synced"].status == "warning"
+    assert checks["owner stats synced"].detail == (f"the owner {w.owner} no longer exists: removed after the bucket "
+                                                   "was deleted, no stats to sync")
+    assert checks["owner unlinked"].status == "ok" and "no longer exists" in checks["owner unlinked"].detail
+    assert json.loads(cp.path.read_text())["status"] == "done"
+
+
+@pytest.mark.parametrize("release", [("pacific", "16.2.15"), ("reef", "18.2.7"), ("tentacle", "20.2.4")],
+                         ids=["pacific", "reef", "tentacle"])
+def test_a_purge_resumed_at_its_read_back_after_its_owner_was_removed_finishes(tmp_path, release):
+    w = _owner_removed_with_bucket(*release)
+    w.owner_removed_with_bucket = False
+    p, io, cp, _ = make(w, tmp_path)
+    assert run(p, io, cp).ok
+    w.owner_removed_with_bucket = True  # removed by the operator before the resume
+    w.log.clear()
+    verify = next(i for i, step in enumerate(p.steps) if step.kind == "verify")
+    again = run(p, io, cp, state=State(plan=p.to_dict(), step=verify))
+    assert again.ok, again.checks
+    assert f"radosgw-admin user stats --uid {w.owner}" in w.log  # the reference says the user is gone
+    checks = {c.name: c for c in again.checks}
+    assert checks["owner stats synced"].status == "warning" and "no longer exists" in checks["owner stats synced"].detail
+
+
+def test_a_failed_sync_of_an_owner_that_exists_still_fails_the_purge(tmp_path, monkeypatch):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    w.sync_api_fault = "nouser"  # the API says so; radosgw-admin, the reference, fails otherwise
+    original = io.rgw.run
+
+    async def run_(*args, **kw):
+        if args[:2] == ("user", "stats"):
+            raise CommandFailed(["radosgw-admin", *args], 5, "ERROR: (5) Input/output error\n")
+        return await original(*args, **kw)
+
+    monkeypatch.setattr(io.rgw, "run", run_)
+    with pytest.raises(CommandFailed):
+        run(p, io, cp)
+    assert not w.exists  # the sync is the drop's last call: a resume runs it again
 
 
 @pytest.mark.parametrize("printed", ["", "sync done\n", "[]", '{"stats": 1, "last_stats_sync": "x"}',

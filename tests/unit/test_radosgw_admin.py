@@ -12,7 +12,7 @@ from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CephCli, extract_json, subprocess_runner
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephTimeout, CommandFailed, InvalidName, NotFound
-from tests.unit.fakes import FakeRunner, UnexpectedCall, load_fixture
+from tests.unit.fakes import FIXTURES, FakeRunner, UnexpectedCall, load_fixture
 
 CAPTURED = load_fixture("radosgw-admin.json")
 
@@ -154,3 +154,32 @@ def test_a_crashed_tool_is_told_apart_from_a_refusal_and_named_by_its_command(co
     assert exc.signal_name == signal_name
     assert str(exc).startswith("radosgw-admin bucket rm --bucket b --purge-objects: ")
     assert shown in str(exc) and "/k" not in str(exc) and "end dump" not in str(exc)
+
+
+@pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
+@pytest.mark.parametrize("read", ["user_stats", "user_stats_sync", "bucket_list_uid"])
+def test_a_user_that_does_not_exist_is_not_found_as_no_such_user(tmp_path, release, read):
+    # What each release answers for a missing user (captured: purge.json's "user_missing"): a
+    # purge whose owner was removed once the bucket was gone tells it from a failed command.
+    m = json.loads((FIXTURES.parent / release / "purge.json").read_text())["user_missing"][read]
+    argv = {"user_stats": ["user", "stats", "--uid", "gone", "--format=json"],
+            "user_stats_sync": ["user", "stats", "--uid", "gone", "--sync-stats", "--format=json"],
+            "bucket_list_uid": ["bucket", "list", "--uid", "gone", "--format=json"]}[read]
+    runner = FakeRunner().expect(argv, m["stdout"], returncode=m["returncode"], stderr=m["stderr"])
+    rgw = RadosgwAdmin(_access(tmp_path), runner=runner)
+    call = {"user_stats": lambda: rgw.user_stats("gone"), "user_stats_sync": lambda: rgw.user_stats("gone", sync=True),
+            "bucket_list_uid": lambda: rgw.user_buckets("gone")}[read]
+    if release == "pacific" and read == "user_stats_sync":
+        # Pacific's sync of a user that does not exist exits 0 and records zero stats for it.
+        assert asyncio.run(call())["stats"]["num_objects"] == 0
+        return
+    with pytest.raises(NotFound) as exc:
+        asyncio.run(call())
+    assert exc.value.detail == "NoSuchUser"
+
+
+def test_an_exit_code_alone_is_not_no_such_user(tmp_path):
+    runner = FakeRunner().expect(["user", "stats", "--uid", "u", "--format=json"], "", returncode=2,
+                                 stderr="ERROR: failed to sync user stats: (5) Input/output error\n")
+    with pytest.raises(CommandFailed):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_stats("u"))
