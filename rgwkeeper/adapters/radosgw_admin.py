@@ -24,18 +24,8 @@ __all__ = ["RadosgwAdmin", "CompletedRun", "Runner", "extract_json", "subprocess
 _NOT_FOUND_CODES = ("(2)", "(2002)")
 
 
-# A user that does not exist: `user stats` exits 2 (ENOENT) with "User has not been initialized
-# or user does not exist", `bucket list --uid` exits 254 (-ENOENT) with "could not find user"
-# (captured from each release: tests/fixtures/<release>/purge.json, "user_missing").
-_NO_SUCH_USER = ((2, "user does not exist"), (254, "could not find user"))
-
-
 def _is_not_found(returncode: int, stderr: str) -> bool:
     return returncode in (2, 2002 % 256) and any(c in stderr for c in _NOT_FOUND_CODES)
-
-
-def _is_no_such_user(returncode: int, stderr: str) -> bool:
-    return any(returncode == code and text in stderr for code, text in _NO_SUCH_USER)
 
 
 class RadosgwAdmin(CephCli):
@@ -48,8 +38,6 @@ class RadosgwAdmin(CephCli):
         try:
             return await super().run(*args, timeout=timeout)
         except CommandFailed as exc:
-            if _is_no_such_user(exc.exit_code_seen, exc.stderr):
-                raise NotFound(" ".join(args[:4]), "NoSuchUser", ret=-2) from None
             if _is_not_found(exc.exit_code_seen, exc.stderr):
                 raise NotFound(" ".join(args[:4]), "does not exist", ret=-2) from None
             raise
@@ -105,8 +93,18 @@ class RadosgwAdmin(CephCli):
         return await self.json(*args)
 
     async def user_buckets(self, uid: str) -> list[str]:
-        """Names of the buckets linked to a user (``bucket list --uid``)."""
-        return await self.json("bucket", "list", "--uid", validate_uid(uid)) or []
+        """Names of the buckets linked to a user (``bucket list --uid``); NotFound "NoSuchUser"
+        if the user does not exist. It reads the user's record, writes nothing and prints no
+        keys: the reference for whether a user exists. (`user stats` reads the user's stats
+        object, which Pacific's `user stats --sync-stats` creates even for a missing user.)"""
+        try:
+            return await self.json("bucket", "list", "--uid", validate_uid(uid)) or []
+        except CommandFailed as exc:
+            # Exit 254 (-ENOENT) and "could not find user" on every release (captured:
+            # tests/fixtures/<release>/purge.json, "user_missing").
+            if exc.exit_code_seen == 254 and "could not find user" in exc.stderr:
+                raise NotFound(f"bucket list --uid {uid}", "NoSuchUser", ret=-2) from None
+            raise
 
 
 # -- argv builders for changes -------------------------------------------------------------

@@ -274,6 +274,13 @@ class S3Adapter:
         except (TypeError, ValueError):
             raise CephError(f"HeadBucket {bucket}", f"no usable Date header in RGW's answer ({str(date)[:40]!r})") from None
 
+    def check_list_access(self, bucket: str) -> None:
+        """One ListObjectsV2 of one key: NotFound if S3 finds no such bucket, CephError with RGW's
+        code if it refuses (AccessDenied: not this user's bucket; InvalidAccessKeyId,
+        SignatureDoesNotMatch, RequestTimeTooSkewed: the credentials or the clock)."""
+        validate_bucket(bucket)
+        self._call(f"ListObjectsV2 {bucket}", "list_objects_v2", Bucket=bucket, MaxKeys=1)
+
     def list_delimited(self, bucket: str, prefix: str, delimiter: str = "/",
                        max_keys: int = 1000) -> tuple[list[str], list[str], bool]:
         """One ListObjectsV2 page with a delimiter: (keys, common prefixes, truncated)."""

@@ -31,7 +31,7 @@ from rgwkeeper.adapters.connect import REQUIRED, open_adapters
 from rgwkeeper.adapters.rados import BulkObjects, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.config import Config, PurgeSection
-from rgwkeeper.errors import CephError, ClusterFull, UsageError
+from rgwkeeper.errors import CephError, ClusterFull, NotFound, UsageError
 from rgwkeeper import fullratio
 from rgwkeeper.journal import Journal
 from rgwkeeper.names import is_job_id
@@ -48,6 +48,7 @@ from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
                                     plan_expiry)
 from rgwkeeper.purge.plan import NotNow, Plan, PurgeRequest, Tuning, check_protected, listable_by_index
+from rgwkeeper.purge.plan import no_s3_access, s3_refused
 from rgwkeeper.purge.plan import FreeWhileFull, free_first
 from rgwkeeper.purge.plan import plan as _plan
 from rgwkeeper.purge.profile import BucketProfile, NoSuchBucket, bucket_id_now, gather_profile
@@ -185,9 +186,12 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
                 f"an unfinished purge of {request.bucket!r} ({old.request.describe()}, method {old.method}) is "
                 f"recorded in {cp.path}; run that same command to finish it, or move the file away")
         refuse_unless_it_frees(old)
+        if profile is not None:  # a purge the S3 refusal stopped, resumed after the admin flag was given
+            await check_s3_access(io, old.method, profile)
         return Prepared(plan=old, checkpoint=cp, state=state, ignored=ignored, full=full, raise_full_ratio=raise_to)
     if profile is None:
         raise NoSuchBucket(f"bucket {request.bucket!r} does not exist; nothing was changed")
+    await check_s3_access(io, request.method, profile)
     scope = await read_prefix_scope(io.s3, request.bucket, request.prefix) if request.prefix else None
     if now is None:
         # Ages are measured on the clock that stamped LastModified: RGW's (purge.scope).
@@ -197,28 +201,29 @@ async def prepare(request: PurgeRequest, io: PurgeIO, *, purge_cfg: PurgeSection
     if free and new.method == "direct":
         new = free_first(new, purge_cfg.full_wait_s)
     refuse_unless_it_frees(new)
-    await check_s3_access(io, new)
     return Prepared(plan=new, checkpoint=store.for_purge(profile.bucket, profile.bucket_id, request.key()),
                     state=None, ignored=ignored, full=full, raise_full_ratio=raise_to)
 
 
-async def check_s3_access(io: PurgeIO, p: Plan) -> None:
-    """Refuse a plan that works through S3 (every method but ``admin-purge``) when rgwkeeper's
-    RGW user may not reach the bucket there: admin caps grant no S3 access to another user's
+async def check_s3_access(io: PurgeIO, method: str, profile: BucketProfile) -> None:
+    """Refuse a purge that works through S3 (every method but ``admin-purge``) when rgwkeeper's
+    RGW user may not list the bucket there: admin caps grant no S3 access to another user's
     bucket, and the purge would stop at its first S3 call, after the fence (docs/purge.md,
-    "Buckets of other users"). One HeadBucket, read-only."""
-    if p.method == "admin-purge":
+    "Buckets of other users"). One ListObjectsV2 of one key, read-only; an error that is not
+    the bucket's (the credentials, the clock, RGW down) is raised as it is."""
+    if method == "admin-purge":
         return
-    b = p.profile.bucket
+    b = profile.bucket
     try:
-        await asyncio.to_thread(io.s3.bucket_exists, b)
+        await asyncio.to_thread(io.s3.check_list_access, b)
+    except NotFound:
+        raise UsageError(f"S3 finds no bucket {b!r} though radosgw-admin does (deleted just now?); nothing was "
+                         "changed") from None
     except CephError as exc:
-        if exc.detail not in ("403", "AccessDenied"):
+        if not s3_refused(exc):
             raise
-        raise UsageError(f"rgwkeeper's RGW user may not reach bucket {b!r} through S3 (HeadBucket: 403; its owner "
-                         f"is {p.profile.owner!r}): give that user the admin flag (radosgw-admin user modify "
-                         "--uid <its uid> --admin), or purge with --method admin-purge, which needs no S3; "
-                         "nothing was changed") from None
+        raise no_s3_access(b, profile.owner, "ListObjectsV2",
+                           ", or purge with --method admin-purge, which needs no S3") from None
 
 
 async def run(prepared: Prepared, io: PurgeIO, *, purge_cfg: PurgeSection, on_progress: Callable[[Progress], None] | None = None,

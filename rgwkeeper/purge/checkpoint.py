@@ -42,9 +42,16 @@ class State:
 # process kills itself (SIGKILL, no cleanup) right after its N-th checkpoint with a cursor
 # reaches the disk. A test that polls the file instead loses the race to a fast purge.
 CRASH_ENV = "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS"
-#: The same, right after the checkpoint that begins the step of this kind (e.g. "verify": the
-#: purge is killed between its last change and its read-back) reaches the disk.
-CRASH_STEP_ENV = "RGWKEEPER_INJECT_CRASH_BEFORE_STEP"
+#: The same at a named point: "before-step:<kind>" right after the checkpoint that begins that
+#: step reaches the disk (e.g. "before-step:verify": between the last change and the read-back),
+#: or "owner-sync" as the owner's stats sync begins (the bucket gone, the drop's step unfinished).
+CRASH_AT_ENV = "RGWKEEPER_INJECT_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if ``RGWKEEPER_INJECT_CRASH_AT`` names this point (tests only)."""
+    if os.environ.get(CRASH_AT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Checkpoint:
@@ -52,7 +59,6 @@ class Checkpoint:
         self.path = path
         self._cursor_saves = 0
         self._crash_after = int(os.environ.get(CRASH_ENV) or 0)
-        self._crash_before = os.environ.get(CRASH_STEP_ENV) or ""
         # One lock per bucket name, whatever the options: two purges of a bucket never overlap.
         self.lock_path = lock_path or path.with_name(path.name + ".lock")
         self._lock_fd: int | None = None
@@ -91,10 +97,9 @@ class Checkpoint:
             self._cursor_saves += 1
             if self._cursor_saves >= self._crash_after:
                 os.kill(os.getpid(), signal.SIGKILL)
-        if self._crash_before and not state.cursor and state.status == "running":
-            steps = state.plan.get("steps", [])
-            if state.step < len(steps) and steps[state.step].get("kind") == self._crash_before:
-                os.kill(os.getpid(), signal.SIGKILL)
+        steps = state.plan.get("steps", [])
+        if not state.cursor and state.status == "running" and state.step < len(steps):
+            crash_point(f"before-step:{steps[state.step].get('kind')}")
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -35,7 +35,7 @@ from rgwkeeper.observe import read_full_state
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost, NoSuchJob
-from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State
+from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State, crash_point
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
 from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
@@ -821,31 +821,27 @@ class PurgeExecutor:
         is the owner's stats as the sync left them: the read-back takes them from here rather
         than start another radosgw-admin process (docs/purge.md, "The end state is read back")."""
         owner = self.plan.profile.owner
+        crash_point("owner-sync")
 
         async def through_api(api: AdminApi) -> dict[str, Any]:
             return {**await api.sync_user_stats(owner), "synced_by": SYNCED_BY_ADMIN_API}
 
         async def through_cli() -> dict[str, Any] | None:
+            # radosgw-admin is the reference for whether the owner exists, read before its sync:
+            # Pacific's `user stats --sync-stats` of a missing user exits 0 and records stats for
+            # it (docs/purge.md, "The owner's stats").
+            await self.io.rgw.user_buckets(owner)
             return owner_stats_of(await self._admin(args, long=long))
 
         try:
-            try:
-                self._owner_stats, _ = await admin_first(self.io.admin_api, through_api, through_cli,
-                                                         gone="NoSuchUser", what=f"sync the stats of {owner}")
-            except NotFound as exc:
-                if exc.detail != "NoSuchUser" or self.io.admin_api is None:  # None: radosgw-admin's word
-                    raise
-                # RGW's NoSuchUser is confirmed by radosgw-admin with a read that writes nothing:
-                # Pacific's `user stats --sync-stats` of a missing user records stats for it and
-                # exits 0 (docs/purge.md, "The owner's stats").
-                await self.io.rgw.user_stats(owner)
-                self._owner_stats = await through_cli()
+            self._owner_stats, _ = await admin_first(self.io.admin_api, through_api, through_cli, gone="NoSuchUser",
+                                                     what=f"sync the stats of {owner}", confirm_gone=True)
         except NotFound as exc:
             if exc.detail != "NoSuchUser":
                 raise
-            # The user does not exist: removed once the bucket was gone (a user who owns a
-            # bucket cannot be). Nothing to sync; the read-back says so, and neither this run
-            # nor a resume fails on it.
+            # `bucket list --uid` finds no such user: removed once the bucket was gone (a user
+            # who owns a bucket cannot be), or gone before. Nothing to sync; the read-back says
+            # so, and neither this run nor a resume fails on it.
             log.warning("purge owner gone", plan=self.plan.plan_id, bucket=self.plan.profile.bucket, owner=owner)
             self._owner_stats = {OWNER_GONE: True}
 

@@ -37,7 +37,7 @@ from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, S3Deleter, chunks
 from rgwkeeper.purge.execute import Check, PurgeIO, Settings, batch_keys, pacing_probe, s3_limiter
 from rgwkeeper.purge.lister import Lister
 from rgwkeeper.purge.pacing import RateCap, run_pacer
-from rgwkeeper.purge.plan import Scope, Tuning, check_protected, render_admin
+from rgwkeeper.purge.plan import Scope, Tuning, check_protected, no_s3_access, render_admin, s3_refused
 from rgwkeeper.purge.runtime import Retry, Threads, Time
 from rgwkeeper.purge.profile import BucketProfile, gather_profile
 from rgwkeeper.purge.scope import read_rgw_clock
@@ -139,7 +139,12 @@ async def plan_expire(bucket: str, rules: list[lc.ExpiryRule], io: PurgeIO, *, p
     profile = await gather_profile(bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
     for r in rules:
         lc.check_release(r, profile.release)
-    existing = await asyncio.to_thread(io.s3.get_lifecycle, bucket)
+    try:
+        existing = await asyncio.to_thread(io.s3.get_lifecycle, bucket)
+    except CephError as exc:
+        if not s3_refused(exc):
+            raise
+        raise no_s3_access(bucket, profile.owner, "GetBucketLifecycleConfiguration") from None
     ours = [s3_rule for r in rules for s3_rule in r.to_s3_rules()]
     return ExpirePlan(profile=profile, rules=rules, existing=existing, merged=lc.merge(existing, ours), run_now=run_now)
 

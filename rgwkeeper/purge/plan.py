@@ -38,7 +38,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.adapters.adminapi import AdminApi
-from rgwkeeper.errors import RgwkeeperError, UsageError
+from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
 from rgwkeeper.purge.profile import BucketProfile
@@ -585,6 +585,19 @@ def check_protected(bucket: str, patterns: Sequence[str]) -> None:
                              "nothing was changed")
 
 
+def s3_refused(exc: CephError) -> bool:
+    """RGW refused rgwkeeper's S3 user (403: HeadBucket has no body to name it, other calls say
+    AccessDenied): another user's bucket, reached without the admin flag (docs/cluster-access.md)."""
+    return exc.detail in ("403", "AccessDenied")
+
+
+def no_s3_access(bucket: str, owner: str, call: str, other_way: str = "") -> UsageError:
+    """The one line for a bucket rgwkeeper's RGW user may not reach through S3 (s3_refused)."""
+    return UsageError(f"rgwkeeper's RGW user may not reach bucket {bucket!r} through S3 ({call}: 403; its owner is "
+                      f"{owner!r}): give that user the admin flag (radosgw-admin user modify --uid <its uid> --admin)"
+                      f"{other_way}; nothing was changed")
+
+
 def listable_by_index(p: BucketProfile) -> bool:
     """Whether an s3 purge may list ``p`` by index shard: plain entries in a known index (not
     versioned, not indexless, the index generation known)."""
@@ -920,7 +933,8 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
 def _stats_sync_call(owner: str) -> str:
     """How the owner's stats are resynced (PurgeExecutor._sync_owner_stats)."""
     return (f"the owner's stats resynced: admin API GET /admin/user?uid={owner}&stats=True&sync=True (the "
-            "radosgw-admin user stats --sync-stats above only when the API gives no clear answer)")
+            "radosgw-admin user stats --sync-stats above only when the API gives no clear answer, after "
+            f"radosgw-admin bucket list --uid {owner} finds the user; a user that no longer exists is a warning)")
 
 
 def _drop_count_check(p: BucketProfile) -> str:

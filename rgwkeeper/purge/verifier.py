@@ -112,20 +112,20 @@ class Verifier:
 
     async def _owner(self, synced_stats: dict[str, Any] | None) -> list[Check]:
         p = self.p
-        if synced_stats is not None and synced_stats.get(OWNER_GONE):
-            return self._owner_gone()
-
-        async def given() -> dict[str, Any]:
-            assert synced_stats is not None
-            return synced_stats
-
         try:
-            (buckets, _), stats = await _all(
-                admin_first(self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
-                            gone="NoSuchUser", what="read-back: the owner's buckets", confirm_gone=True),
-                # Not synced by this run (a purge resumed at its read-back): radosgw-admin's user
-                # stats, the one answer that says when they were last synced.
-                self.rgw.user_stats(p.owner) if synced_stats is None else given())
+            if synced_stats is None:
+                # Not synced by this run (a purge resumed at its read-back): radosgw-admin's
+                # `bucket list --uid` (the reference for whether the owner exists) and `user
+                # stats` (the one answer that says when the stats were last synced).
+                buckets = await self.rgw.user_buckets(p.owner)
+                stats = await self.rgw.user_stats(p.owner)
+            elif synced_stats.get(OWNER_GONE):
+                return self._owner_gone()
+            else:
+                buckets, _ = await admin_first(
+                    self.admin, lambda api: api.user_buckets(p.owner), lambda: self.rgw.user_buckets(p.owner),
+                    gone="NoSuchUser", what="read-back: the owner's buckets", confirm_gone=True)
+                stats = synced_stats
         except NotFound as exc:
             if exc.detail != "NoSuchUser":  # radosgw-admin's: the API's alone is confirmed first
                 raise
@@ -148,12 +148,13 @@ class Verifier:
                          if synced_stats is not None and not by_api else ""))]
 
     def _owner_gone(self) -> list[Check]:
-        """The owner does not exist (radosgw-admin says so): removed once the bucket was gone, as
-        a user who owns a bucket cannot be. No user lists the bucket and no stats are left to sync."""
+        """The owner does not exist (radosgw-admin's `bucket list --uid`: could not find user):
+        removed once the bucket was gone (a user who owns a bucket cannot be), or gone before.
+        No user lists the bucket and there are no stats to sync."""
         p = self.p
-        return [Check("owner unlinked", "ok", f"the owner {p.owner} no longer exists (radosgw-admin: no such user)"),
-                Check("owner stats synced", "warning",
-                      f"the owner {p.owner} no longer exists: removed after the bucket was deleted, no stats to sync")]
+        return [Check("owner unlinked", "ok", f"the owner {p.owner} does not exist (bucket list --uid: could not "
+                      "find user)"),
+                Check("owner stats synced", "warning", f"the owner {p.owner} does not exist: no stats to sync")]
 
     async def pool_clean(self, pool: str) -> Check:
         p = self.p

@@ -404,6 +404,11 @@ def test_another_users_bucket_that_s3_may_not_reach_is_refused_with_nothing_chan
             line = proc.stderr.strip().splitlines()[-1]
             assert f"may not reach bucket {b!r} through S3" in line and "--method admin-purge" in line, line
             assert line.endswith("nothing was changed")
+        # expire reads and writes the bucket's lifecycle rules through S3: the same refusal.
+        proc = cli(ceph_cluster, tmp_path, "expire", b, "--days", "1", "--yes", check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        line = proc.stderr.strip().splitlines()[-1]
+        assert f"may not reach bucket {b!r} through S3" in line and line.endswith("nothing was changed"), line
         stats = bucket_stats(ceph_cluster, b)
         assert stats["bucket_quota"] == quota_before  # not fenced
         assert stats["usage"]["rgw.main"]["num_objects"] == 50
@@ -433,35 +438,51 @@ def test_another_users_bucket_that_s3_may_not_reach_is_refused_with_nothing_chan
         radosgw_admin(ceph_cluster, "user", "rm", "--uid", f"{b}-keeper")
 
 
+def users_uid_objects(cluster, uid: str) -> list[str]:
+    """The objects of ``uid`` in the meta pool's users.uid namespace (e.g. ``uid.buckets``, where
+    the user's stats are kept)."""
+    proc = subprocess.run(["rados", "--conf", str(cluster.conf), "--keyring", str(cluster.keyring), "-p",
+                           "default.rgw.meta", "-N", "users.uid", "ls"], capture_output=True, text=True, timeout=120,
+                          env=cluster.env())
+    assert proc.returncode == 0, proc.stderr
+    return sorted(o for o in proc.stdout.split() if o.startswith(uid))
+
+
 @pytest.mark.releases("tentacle", "reef", "pacific")
-def test_a_purge_resumed_after_its_owner_was_removed_finishes_with_a_warning(ceph_cluster, bucket_name, tmp_path):
-    """A purge killed (SIGKILL) between its last change and its read-back, its owner then removed
-    (a user who owns a bucket cannot be), then the same command again: it finishes, and the
-    read-back warns that the owner is gone and there are no stats to sync. It failed before,
-    after the bucket was gone, and so did every resume. The bucket is another user's, so the
-    purge is `admin-purge`, which needs no S3 ("Buckets of other users" in docs/purge.md)."""
+@pytest.mark.parametrize("killed_at", ["owner-sync", "before-step:verify"])
+def test_a_purge_resumed_after_its_owner_was_removed_finishes_with_a_warning(ceph_cluster, bucket_name, tmp_path,
+                                                                             killed_at):
+    """A purge killed (SIGKILL) after it removed the bucket, either as the owner's stats sync
+    begins or before its read-back; its owner then removed (a user who owns a bucket cannot
+    be); then the same command again: it finishes, and the read-back warns that the owner does
+    not exist and there are no stats to sync. It failed before, after the bucket was gone, and
+    so did every resume. Nothing is written for the missing user (Pacific's `user stats
+    --sync-stats` would record stats for it). The bucket is another user's, so the purge is
+    `admin-purge`, which needs no S3 ("Buckets of other users" in docs/purge.md)."""
     b = bucket_name
     uid = another_users_bucket(ceph_cluster, b)
     try:
         argv = cli_argv(ceph_cluster, tmp_path, "purge", b, "--method", "admin-purge", "--yes")
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240,
-                              env={**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_BEFORE_STEP": "verify"})
+                              env={**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_AT": killed_at})
         assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
         assert bucket_stats(ceph_cluster, b) is None
         (cp_file,) = (tmp_path / "state").glob(f"{b}.*.json")
         removed = radosgw_admin(ceph_cluster, "user", "rm", "--uid", uid)
         assert removed.returncode == 0, removed.stderr
         assert radosgw_admin(ceph_cluster, "user", "info", "--uid", uid).returncode != 0
+        left_by_user_rm = users_uid_objects(ceph_cluster, uid)
 
         doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--method", "admin-purge", "--yes",
                              "--json").stdout)
+        assert users_uid_objects(ceph_cluster, uid) == left_by_user_rm
     finally:
         radosgw_admin(ceph_cluster, "user", "rm", "--uid", uid, "--purge-data")
 
     assert doc["ok"] and doc["resumed"] == 1, doc["checks"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["owner stats synced"]["status"] == "warning", checks
-    assert "no longer exists" in checks["owner stats synced"]["detail"]
+    assert checks["owner stats synced"]["detail"] == f"the owner {uid} does not exist: no stats to sync"
     assert checks["owner unlinked"]["status"] == "ok"
     assert not cp_file.exists()  # verified clean: nothing left to resume
 

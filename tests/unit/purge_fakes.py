@@ -142,7 +142,10 @@ class World:
         #: The owner removed as soon as the bucket is gone (a user who owns a bucket cannot be):
         #: every read of the user then answers as the release does for no such user (captured).
         self.owner_removed_with_bucket = False
-        self.s3_denied = False  # the bucket is another user's and rgwkeeper's RGW user has no admin flag
+        #: The bucket is another user's and rgwkeeper's RGW user has no admin flag: every S3 call
+        #: on it is refused (measured on Pacific 16.2.15 and Tentacle 20.2.4: 403 AccessDenied).
+        self.s3_denied = False
+        self.s3_access_checks = 0
         self.missing_owner_synced = False  # the removed owner's stats synced all the same (Pacific)
         self.rm_crashes = 0  # bucket rm runs that abort half-way, as 20.2.4's did once in CI
         self.gc_list_fails = 0  # gc list runs that exit 1 (rgw_admin.cc's "failed to list objs")
@@ -487,6 +490,8 @@ class FakeS3:
     def _bucket(self, bucket: str, what: str) -> None:
         if bucket != self.w.bucket or not self.w.exists:
             raise NotFound(f"{what} {bucket}", "NoSuchBucket")
+        if self.w.s3_denied:
+            raise CephError(f"{what} {bucket}", "AccessDenied")
 
     def iter_pages(self, bucket: str, prefix: str | None = None, *, start_after: str | None = None,
                    page_size: int = 1000) -> Iterator[list[dict[str, Any]]]:
@@ -597,8 +602,13 @@ class FakeS3:
 
     def bucket_exists(self, bucket: str) -> bool:
         if self.w.s3_denied and bucket == self.w.bucket and self.w.exists:
-            raise CephError(f"HeadBucket {bucket}", "403")  # another user's bucket, no admin flag (measured)
+            raise CephError(f"HeadBucket {bucket}", "403")  # a HEAD's 403 has no body to name a code
         return bucket == self.w.bucket and self.w.exists
+
+    def check_list_access(self, bucket: str) -> None:
+        self.w.s3_access_checks += 1
+        self._bucket(bucket, "ListObjectsV2")
+        self._fault("check_list_access")
 
     def _fault(self, method: str) -> None:
         faults = self.w.s3_faults.get(method)

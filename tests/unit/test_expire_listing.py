@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 
+import pytest
+
 from rgwkeeper import lifecycle as lc
-from rgwkeeper.errors import CephUnreachable
+from rgwkeeper.errors import CephUnreachable, UsageError
 from rgwkeeper.purge.execute import Settings
 from rgwkeeper.purge.expire import apply_expire, plan_expire
 from rgwkeeper.purge.runtime import Time
@@ -110,3 +112,16 @@ def test_a_lifecycle_day_is_read_for_the_client_radosgw_admin_runs_as(tmp_path):
     io.rgw.access = access
     io = dataclasses.replace(io, rados=FakeRados(world, client_name="client.rgwkeeper", lc_debug_interval=1.0))
     assert asyncio.run(lc_debug_interval(io)) == 1.0
+
+
+def test_expire_of_a_bucket_rgwkeepers_s3_user_may_not_reach_says_what_to_do_and_changes_nothing(tmp_path):
+    world = World()
+    world.s3_denied = True  # another user's bucket; rgwkeeper's RGW user has admin caps, not the admin flag
+    io, _ = purge_io(world, tmp_path)
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2)
+    with pytest.raises(UsageError) as exc:
+        asyncio.run(plan_expire(world.bucket, [rule], io, protected=[], run_now=True))
+    msg = str(exc.value)
+    assert f"may not reach bucket {world.bucket!r} through S3 (GetBucketLifecycleConfiguration: 403" in msg
+    assert "--admin" in msg and msg.endswith("nothing was changed")
+    assert world.lifecycle == [] and not any(line.startswith("S3 ") for line in world.log)

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 from structlog.testing import capture_logs
 
-from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, UsageError
+from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CommandFailed, NotFound, UsageError
 from rgwkeeper.purge import CheckpointStore, lcrun, prepare
-from rgwkeeper.purge.checkpoint import CRASH_ENV, CRASH_STEP_ENV, Checkpoint, State
+from rgwkeeper.purge.checkpoint import CRASH_AT_ENV, CRASH_ENV, Checkpoint, State
 from rgwkeeper.purge.deleters import HeadDeleter
 from rgwkeeper.purge.lcrun import LifecycleBusy
 from rgwkeeper.purge.execute import RECHECK_IN_FLIGHT, STEP_HANDLERS, PurgeExecutor, PurgeFailed, Settings
@@ -483,10 +483,52 @@ def test_a_bucket_rgwkeepers_s3_user_may_not_reach_is_refused_before_anything_ch
         asyncio.run(prepare(PurgeRequest(w.bucket, method=method), io, purge_cfg=_purge_cfg(), store=store))
     msg = str(exc.value)
     assert f"may not reach bucket {w.bucket!r} through S3" in msg and f"its owner is {w.owner!r}" in msg
-    assert "--admin" in msg and "--method admin-purge" in msg and msg.endswith("nothing was changed")
+    assert "(ListObjectsV2: 403;" in msg and "--admin" in msg and "--method admin-purge" in msg
+    assert msg.endswith("nothing was changed") and w.s3_access_checks == 1
     assert "\n" not in msg
     assert not any(line.startswith(("admin API quota", "rados rm", "S3 ")) for line in w.log)
     assert not (tmp_path / "state").exists()
+
+
+def test_a_resumed_purge_is_checked_too_and_resumes_once_s3_may_reach_the_bucket(tmp_path):
+    # A purge stopped by AccessDenied (before the check existed: fenced) resumes only once
+    # rgwkeeper's RGW user has the admin flag, and says so meanwhile.
+    w = World().as_release("tentacle", "20.2.4")
+    io, _ = purge_io(w, tmp_path)
+    store = CheckpointStore(tmp_path / "state")
+    req = PurgeRequest(w.bucket)
+    first = asyncio.run(prepare(req, io, purge_cfg=_purge_cfg(), store=store))
+    store.ensure()
+    first.checkpoint.save(State(plan=first.plan.to_dict(), step=1, status="failed", error="AccessDenied"))
+    w.s3_denied = True
+    with pytest.raises(UsageError, match="may not reach bucket .* through S3 .*--admin"):
+        asyncio.run(prepare(req, io, purge_cfg=_purge_cfg(), store=store))
+    w.s3_denied = False
+    assert asyncio.run(prepare(req, io, purge_cfg=_purge_cfg(), store=store)).resuming
+
+
+@pytest.mark.parametrize("fault", [CephError("ListObjectsV2 capture-mixed", "SignatureDoesNotMatch"),
+                                   CephError("ListObjectsV2 capture-mixed", "RequestTimeTooSkewed"),
+                                   CephUnreachable("ListObjectsV2 capture-mixed", "cannot connect to the RGW endpoint")],
+                         ids=["signature", "clock", "down"])
+def test_an_s3_error_that_is_not_the_buckets_is_raised_as_it_is(tmp_path, fault):
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    w.s3_faults["check_list_access"] = [fault]
+    with pytest.raises(CephError) as exc:
+        asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=_purge_cfg(),
+                            store=CheckpointStore(tmp_path / "state")))
+    assert exc.value is fault and not isinstance(exc.value, UsageError)
+
+
+def test_a_bucket_s3_does_not_find_though_radosgw_admin_does_is_refused(tmp_path):
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+    w.s3_faults["check_list_access"] = [NotFound("ListObjectsV2 capture-mixed", "NoSuchBucket")]
+    with pytest.raises(UsageError, match="S3 finds no bucket 'capture-mixed' though radosgw-admin does"):
+        asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=_purge_cfg(),
+                            store=CheckpointStore(tmp_path / "state")))
+    assert not any(line.startswith("admin API quota") for line in w.log)
 
 
 def test_admin_purge_needs_no_s3_access_and_is_not_refused(tmp_path):
@@ -844,8 +886,9 @@ def test_injected_crash_before_a_step_kills_the_process_once_that_steps_checkpoi
             "cp.save(State(plan=plan, step=2))\n"
             "cp.save(State(plan=plan, step=3))\n")
     path = tmp_path / "cp.json"
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], env={**os.environ, CRASH_STEP_ENV: "verify"},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code, str(path)],
+                          env={**os.environ, CRASH_AT_ENV: "before-step:verify"}, capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert Checkpoint(path).load().step == 2
 
@@ -1515,25 +1558,19 @@ def test_an_owner_removed_once_the_bucket_is_gone_is_a_warning_not_a_failed_purg
     p, io, cp, _ = make(w, tmp_path, PurgeRequest(w.bucket, method=method))
     w.sync_api_fault = api  # "down": radosgw-admin alone says the user does not exist
     w.log.clear()
-    report = run(p, io, cp)
+    with capture_logs() as logs:
+        report = run(p, io, cp)
     assert report.ok, report.checks
     assert not w.exists
+    # radosgw-admin's `bucket list --uid` is the reference, read before any sync: Pacific's
+    # sync of a missing user exits 0 and records stats for it (captured).
+    assert f"radosgw-admin bucket list --uid {w.owner}" in w.log
+    assert f"radosgw-admin user stats --uid {w.owner} --sync-stats" not in w.log and not w.missing_owner_synced
+    assert any(e["event"] == "purge owner gone" for e in logs)
     checks = {c.name: c for c in report.checks}
-    if api is None:
-        # RGW's NoSuchUser is confirmed by radosgw-admin with a read, not a sync: Pacific's sync
-        # of a missing user exits 0 and records stats for it (captured).
-        assert f"radosgw-admin user stats --uid {w.owner}" in w.log
-        assert f"radosgw-admin user stats --uid {w.owner} --sync-stats" not in w.log
-    else:
-        assert f"radosgw-admin user stats --uid {w.owner} --sync-stats" in w.log
-        if release[0] == "pacific":  # radosgw-admin alone cannot tell: its sync exits 0 (captured)
-            assert w.missing_owner_synced and checks["owner stats synced"].status == "ok", checks
-            assert "0 objects" in checks["owner stats synced"].detail
-            return
     assert checks["owner stats synced"].status == "warning"
-    assert checks["owner stats synced"].detail == (f"the owner {w.owner} no longer exists: removed after the bucket "
-                                                   "was deleted, no stats to sync")
-    assert checks["owner unlinked"].status == "ok" and "no longer exists" in checks["owner unlinked"].detail
+    assert checks["owner stats synced"].detail == f"the owner {w.owner} does not exist: no stats to sync"
+    assert checks["owner unlinked"].status == "ok" and "does not exist" in checks["owner unlinked"].detail
     assert json.loads(cp.path.read_text())["status"] == "done"
 
 
@@ -1549,26 +1586,30 @@ def test_a_purge_resumed_at_its_read_back_after_its_owner_was_removed_finishes(t
     verify = next(i for i, step in enumerate(p.steps) if step.kind == "verify")
     again = run(p, io, cp, state=State(plan=p.to_dict(), step=verify))
     assert again.ok, again.checks
-    assert f"radosgw-admin user stats --uid {w.owner}" in w.log  # the reference says the user is gone
+    assert f"radosgw-admin bucket list --uid {w.owner}" in w.log  # the reference says the user is gone
+    assert not any(line.startswith(f"radosgw-admin user stats --uid {w.owner}") for line in w.log)
     checks = {c.name: c for c in again.checks}
-    assert checks["owner stats synced"].status == "warning" and "no longer exists" in checks["owner stats synced"].detail
+    assert checks["owner stats synced"].status == "warning" and "does not exist" in checks["owner stats synced"].detail
 
 
 def test_a_failed_sync_of_an_owner_that_exists_still_fails_the_purge(tmp_path, monkeypatch):
     w = World()
     p, io, cp, _ = make(w, tmp_path)
-    w.sync_api_fault = "nouser"  # the API says so; radosgw-admin, the reference, fails otherwise
+    w.sync_api_fault = "nouser"  # the API says so; radosgw-admin, the reference, finds the user
     original = io.rgw.run
 
     async def run_(*args, **kw):
-        if args[:2] == ("user", "stats"):
+        if "--sync-stats" in args:
             raise CommandFailed(["radosgw-admin", *args], 5, "ERROR: (5) Input/output error\n")
         return await original(*args, **kw)
 
     monkeypatch.setattr(io.rgw, "run", run_)
-    with pytest.raises(CommandFailed):
+    w.log.clear()
+    with capture_logs() as logs, pytest.raises(CommandFailed):
         run(p, io, cp)
-    assert not w.exists  # the sync is the drop's last call: a resume runs it again
+    assert f"radosgw-admin bucket list --uid {w.owner}" in w.log  # the owner was found: the sync ran, and failed
+    assert not any(e["event"] == "purge owner gone" for e in logs)
+    assert not w.exists and json.loads(cp.path.read_text())["status"] == "failed"  # a resume runs the sync again
 
 
 @pytest.mark.parametrize("printed", ["", "sync done\n", "[]", '{"stats": 1, "last_stats_sync": "x"}',

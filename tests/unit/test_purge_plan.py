@@ -526,6 +526,34 @@ def test_rgws_clock_is_read_from_any_answer_it_gives():
             s3.rgw_date("abc")
 
 
+def test_the_s3_access_check_lists_one_key_and_names_rgws_refusal():
+    import boto3
+    from botocore.stub import Stubber
+
+    from rgwkeeper.adapters.s3 import S3Adapter
+    from rgwkeeper.errors import CephError, NotFound
+    from rgwkeeper.purge.plan import s3_refused
+
+    client = boto3.client("s3", region_name="default", aws_access_key_id="a", aws_secret_access_key="b",
+                          endpoint_url="http://rgw:8080")
+    stub = Stubber(client)
+    stub.add_response("list_objects_v2", {"KeyCount": 0}, {"Bucket": "abc", "MaxKeys": 1})
+    for code, status in (("AccessDenied", 403), ("SignatureDoesNotMatch", 403), ("NoSuchBucket", 404)):
+        stub.add_client_error("list_objects_v2", service_error_code=code, http_status_code=status,
+                              expected_params={"Bucket": "abc", "MaxKeys": 1})
+    with stub:
+        s3 = S3Adapter(client)
+        s3.check_list_access("abc")
+        with pytest.raises(CephError) as denied:
+            s3.check_list_access("abc")
+        assert s3_refused(denied.value)
+        with pytest.raises(CephError) as bad_key:
+            s3.check_list_access("abc")
+        assert not s3_refused(bad_key.value) and bad_key.value.detail == "SignatureDoesNotMatch"
+        with pytest.raises(NotFound):
+            s3.check_list_access("abc")
+
+
 def test_the_age_cutoff_is_whole_seconds_rounded_down_as_rgw_heads_last_modified():
     # RGW's HEAD gives Last-Modified in whole seconds: with a cutoff at X.7, a key written again
     # at X.8 (newer than the cutoff) would HEAD as X and pass the re-check.

@@ -157,29 +157,30 @@ def test_a_crashed_tool_is_told_apart_from_a_refusal_and_named_by_its_command(co
 
 
 @pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
-@pytest.mark.parametrize("read", ["user_stats", "user_stats_sync", "bucket_list_uid"])
-def test_a_user_that_does_not_exist_is_not_found_as_no_such_user(tmp_path, release, read):
-    # What each release answers for a missing user (captured: purge.json's "user_missing"): a
-    # purge whose owner was removed once the bucket was gone tells it from a failed command.
-    m = json.loads((FIXTURES.parent / release / "purge.json").read_text())["user_missing"][read]
-    argv = {"user_stats": ["user", "stats", "--uid", "gone", "--format=json"],
-            "user_stats_sync": ["user", "stats", "--uid", "gone", "--sync-stats", "--format=json"],
-            "bucket_list_uid": ["bucket", "list", "--uid", "gone", "--format=json"]}[read]
-    runner = FakeRunner().expect(argv, m["stdout"], returncode=m["returncode"], stderr=m["stderr"])
-    rgw = RadosgwAdmin(_access(tmp_path), runner=runner)
-    call = {"user_stats": lambda: rgw.user_stats("gone"), "user_stats_sync": lambda: rgw.user_stats("gone", sync=True),
-            "bucket_list_uid": lambda: rgw.user_buckets("gone")}[read]
-    if release == "pacific" and read == "user_stats_sync":
-        # Pacific's sync of a user that does not exist exits 0 and records zero stats for it.
-        assert asyncio.run(call())["stats"]["num_objects"] == 0
-        return
+def test_bucket_list_of_a_user_that_does_not_exist_is_not_found_as_no_such_user(tmp_path, release):
+    # The reference for whether a purge's owner exists (captured: purge.json's "user_missing").
+    m = json.loads((FIXTURES.parent / release / "purge.json").read_text())["user_missing"]["bucket_list_uid"]
+    runner = FakeRunner().expect(["bucket", "list", "--uid", "gone", "--format=json"], m["stdout"],
+                                 returncode=m["returncode"], stderr=m["stderr"])
     with pytest.raises(NotFound) as exc:
-        asyncio.run(call())
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_buckets("gone"))
     assert exc.value.detail == "NoSuchUser"
 
 
-def test_an_exit_code_alone_is_not_no_such_user(tmp_path):
-    runner = FakeRunner().expect(["user", "stats", "--uid", "u", "--format=json"], "", returncode=2,
-                                 stderr="ERROR: failed to sync user stats: (5) Input/output error\n")
+@pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
+def test_user_stats_is_not_the_reference_for_whether_a_user_exists(tmp_path, release):
+    # `user stats` reads the user's stats object ("not been initialized or does not exist"), and
+    # Pacific's sync of a missing user exits 0, recording stats for no user (captured).
+    m = json.loads((FIXTURES.parent / release / "purge.json").read_text())["user_missing"]
+    runner = FakeRunner().expect(["user", "stats", "--uid", "gone", "--format=json"], m["user_stats"]["stdout"],
+                                 returncode=m["user_stats"]["returncode"], stderr=m["user_stats"]["stderr"])
     with pytest.raises(CommandFailed):
-        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_stats("u"))
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_stats("gone"))
+    assert (m["user_stats_sync"]["returncode"] == 0) == (release == "pacific")
+
+
+def test_an_exit_code_alone_is_not_no_such_user(tmp_path):
+    runner = FakeRunner().expect(["bucket", "list", "--uid", "u", "--format=json"], "", returncode=254,
+                                 stderr="ERROR: failed to list buckets: (2) No such file or directory\n")
+    with pytest.raises(CommandFailed):
+        asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_buckets("u"))
