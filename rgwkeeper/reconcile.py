@@ -5,6 +5,8 @@ Shared by the daemon (which then acts) and ``rgwkeeper plan`` (which prints the 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from datetime import datetime, time as dtime
 from typing import Any, Collection, Mapping
@@ -70,13 +72,25 @@ class PassPlan:
         }
 
 
+def quiet_load(before: scrub.ThrottleMemory, after: scrub.ThrottleMemory, *, now: float, tick_s: float) -> float:
+    """The write load the quiet-time work (resharding, compaction, deep-scrub debt) is judged by:
+    the larger of this pass's smoothed load and the last pass's, so one low sample is never
+    "quiet". A daemon's first pass, or its first after a pause of more than three ticks, has no
+    last pass to go by: its load is unknown, and nothing waits for quiet then (measured: the
+    mgr's rate read 33 op/s on a daemon's first pass during a 600-2,600 op/s ingest, and that
+    pass resharded a bucket and compacted an OSD; docs/architecture.md, "Quiet: two passes")."""
+    if before.ema_write_ops is None or before.last_sample_at is None or now - before.last_sample_at > 3 * tick_s:
+        return math.inf
+    return max(before.ema_write_ops, after.ema_write_ops or 0.0)
+
+
 def plan_pass(snap: Snapshot, cfg: Config, overrides: Mapping[str, Override], control: Mapping[str, Any],
               *, now: float, local_time: dtime, local_now: datetime | None = None) -> PassPlan:
     paused = control.get("paused")
     gate = gates.check(snap, cfg.gates, paused=paused, local_time=local_time)
-    decision = scrub.decide(snap, cfg.scrub_throttle, scrub.ThrottleMemory.from_dict(control.get("scrub_throttle")),
-                            overrides.keys(), now)
-    load = decision.memory.ema_write_ops or 0.0
+    before = scrub.ThrottleMemory.from_dict(control.get("scrub_throttle"))
+    decision = scrub.decide(snap, cfg.scrub_throttle, before, overrides.keys(), now)
+    load = quiet_load(before, decision.memory, now=now, tick_s=cfg.daemon.tick_s)
     shard_plans, shards_reason = _shard_plans(snap, cfg, load, local_now or datetime.now())
     spill = spillover.decide(snap, cfg.spillover, control.get("spillover") or {}, smoothed_write_ops=load,
                              gate_open=gate.open, now=now)

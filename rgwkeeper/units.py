@@ -263,3 +263,11 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} PiB"
+
+
+def write_load_vs(ops: float, limit: float, relation: str = "is above") -> str:
+    """``write load N op/s is above LIMIT``, or, for a load the daemon cannot judge yet (its first
+    pass: reconcile.quiet_load), ``write load not known yet (one pass is no measure of quiet)``."""
+    if math.isinf(ops):
+        return "write load not known yet (one pass is no measure of quiet)"
+    return f"write load {ops:.0f} op/s {relation} {limit:.0f}"

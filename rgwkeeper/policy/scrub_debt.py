@@ -20,6 +20,7 @@ from typing import Any, Collection, Mapping
 from rgwkeeper.actions import DeepScrubPg
 from rgwkeeper.config import ScrubDebtSection
 from rgwkeeper.snapshot import DeepScrubDeadlines, PgDeepScrub
+from rgwkeeper.units import write_load_vs
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,8 @@ def decide(deadlines: DeepScrubDeadlines | None, s: ScrubDebtSection, memory: De
     if throttle_engaged:
         return DebtDecision((), mem, summary, f"{len(due)} PG(s) due, but the scrub throttle is engaged")
     if smoothed_write_ops >= s.max_write_ops:
-        return DebtDecision((), mem, summary, f"{len(due)} PG(s) due, but smoothed RGW write load "
-                                              f"{smoothed_write_ops:.0f} op/s is not below {s.max_write_ops:.0f}")
+        return DebtDecision((), mem, summary, f"{len(due)} PG(s) due, but smoothed RGW "
+                                              f"{write_load_vs(smoothed_write_ops, s.max_write_ops, 'is not below')}")
     in_flight = max(summary.deep_scrubbing, deep_scrubbing_now) + sum(1 for pg in kept if not by_pg[pg].deep_scrubbing)
     room = s.max_in_flight - in_flight
     if room <= 0:

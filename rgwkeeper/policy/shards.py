@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rgwkeeper import releases
 from rgwkeeper.actions import CreateBucket, ReshardBucket, SetMinShards
 from rgwkeeper.snapshot import BucketShards, Snapshot
+from rgwkeeper.units import write_load_vs
 
 #: RGW's hard ceiling on a bucket's shard count (rgw_max_shards in the source, 65521, a prime).
 RGW_MAX_SHARDS = 65521
@@ -162,8 +163,8 @@ def approaching(snap: Snapshot, *, reshard_at_ratio: float, growth_factor: float
         return [], "no bucket near the dynamic-reshard threshold"
     if smoothed_write_ops > max_write_ops:
         names = ", ".join(b.bucket for b in near[:5])
-        return [], (f"{len(near)} bucket(s) near the threshold ({names}), but write load "
-                    f"{smoothed_write_ops:.0f} op/s is above {max_write_ops:.0f}: waiting for a quiet time")
+        return [], (f"{len(near)} bucket(s) near the threshold ({names}), but "
+                    f"{write_load_vs(smoothed_write_ops, max_write_ops)}: waiting for a quiet time")
     if snap.load_checks:
         return [], (f"{len(near)} bucket(s) near the threshold, but the cluster is not quiet "
                     f"({', '.join(snap.load_checks)}): waiting for a quiet time")

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from rgwkeeper.actions import CompactOsd
 from rgwkeeper.config import SpilloverSection
 from rgwkeeper.snapshot import BLUEFS_SPILLOVER, BluefsUsage, Snapshot
+from rgwkeeper.units import write_load_vs
 
 GIB = 1 << 30
 #: A compaction "cleared" spillover if slow_used_bytes fell at least this much.
@@ -63,8 +64,8 @@ def decide(snap: Snapshot, s: SpilloverSection, memory: Mapping[str, Any], *, sm
     if BLUEFS_SPILLOVER not in snap.checks and all(b.slow_used_bytes == 0 for b in spilled.values()):
         return SpilloverDecision((), "no spillover", needs)
     if smoothed_write_ops > s.max_write_ops:
-        return SpilloverDecision((), f"{len(spilled)} OSD(s) spill over, but write load {smoothed_write_ops:.0f} op/s "
-                                     f"is above {s.max_write_ops:.0f}: compaction waits", needs)
+        return SpilloverDecision((), f"{len(spilled)} OSD(s) spill over, but "
+                                     f"{write_load_vs(smoothed_write_ops, s.max_write_ops)}: compaction waits", needs)
     if snap.load_checks:
         return SpilloverDecision((), f"{len(spilled)} OSD(s) spill over, but the cluster is not quiet "
                                      f"({', '.join(snap.load_checks)}): compaction waits", needs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import copy
 import socket
 from datetime import time as dtime
@@ -101,12 +103,31 @@ def test_journal_reads_entries_with_fields_it_does_not_know():
 def test_quiet_pass_reshards_the_near_bucket_and_compacts_one_osd():
     cfg = parse_config({"preshard": {"max_write_ops": 1000.0}, "spillover": {"max_write_ops": 1000.0},
                         "scrub_throttle": {"smoothing_s": 0.0}})
-    p = plan(_snap(100), cfg, {}, {}, now=1.0, local_time=dtime(12, 0))
+    quiet_before = {"scrub_throttle": {"ema_write_ops": 100.0, "last_sample_at": 0.0}}
+    p = plan(_snap(100), cfg, {}, quiet_before, now=1.0, local_time=dtime(12, 0))
     assert p.commands() == ["radosgw-admin bucket reshard --bucket capture-near-limit --num-shards 5",
                             "ceph tell osd.0 compact"]
-    storm = plan(_snap(5000), cfg, {}, {}, now=1.0, local_time=dtime(12, 0))
+    storm = plan(_snap(5000), cfg, {}, quiet_before, now=1.0, local_time=dtime(12, 0))
     assert storm.commands() == []
     assert "waiting for a quiet time" in storm.shards_reason and "compaction waits" in storm.spillover.reason
+
+
+@pytest.mark.parametrize("before", [{}, {"scrub_throttle": {"ema_write_ops": 5000.0, "last_sample_at": 0.0}},
+                                    {"scrub_throttle": {"ema_write_ops": 100.0, "last_sample_at": -100.0}}],
+                         ids=["first-pass", "a-dip-after-load", "a-pause-of-more-than-three-ticks"])
+def test_one_low_sample_is_never_quiet(before):
+    # Measured on Tentacle: a daemon's first pass read 33 op/s from the mgr during an ingest of
+    # 600-2,600 op/s, judged it quiet, and resharded a bucket and compacted an OSD.
+    cfg = parse_config({"preshard": {"max_write_ops": 1000.0}, "spillover": {"max_write_ops": 1000.0},
+                        "scrub_throttle": {"smoothing_s": 0.0}, "daemon": {"tick_s": 30.0}})
+    p = plan(_snap(100), cfg, {}, before, now=1.0, local_time=dtime(12, 0))
+    assert p.commands() == []
+    assert "waiting for a quiet time" in p.shards_reason and "compaction waits" in p.spillover.reason
+    if not before or before["scrub_throttle"]["last_sample_at"] < -90:
+        assert "write load not known yet" in p.shards_reason
+    # The next pass, 30 s on, has a quiet pass behind it.
+    again = plan(_snap(100), cfg, {}, p.memory, now=31.0, local_time=dtime(12, 0))
+    assert "radosgw-admin bucket reshard --bucket capture-near-limit --num-shards 5" in again.commands()
 
 
 def test_ingest_plans_wait_for_not_before_then_create_and_shard():

@@ -195,10 +195,16 @@ def test_the_throttle_gives_scrub_back_before_the_nearest_deadline():
 
 
 # -- reconcile, executor -------------------------------------------------------------------
+#: The control object after a quiet pass a moment ago: quiet-time work needs two (reconcile.quiet_load).
+QUIET_BEFORE = {"scrub_throttle": {"ema_write_ops": 0.0, "last_sample_at": NOW - 1}}
+
+
 def test_plan_shows_the_debt_and_remembers_only_what_it_may_send():
     cfg = dataclasses.replace(Config(), scrub_debt=S)
     snap = _snap(0, deadlines(pg("1.0", NOW - 13 * DAY)))
-    p = plan(snap, cfg, {}, {}, now=NOW, local_time=dtime(12))
+    first = plan(snap, cfg, {}, {}, now=NOW, local_time=dtime(12))
+    assert not [c for c in first.commands() if " pg " in c] and "not known yet" in first.debt.reason
+    p = plan(snap, cfg, {}, QUIET_BEFORE, now=NOW, local_time=dtime(12))
     assert [c for c in p.commands() if " pg " in c] == ["ceph pg deep-scrub 1.0"]
     assert p.to_dict()["scrub_debt"]["summary"]["past_deadline"] == 1
     assert set(p.memory["scrub_debt"]["requested"]) == {"1.0"}
@@ -209,7 +215,7 @@ def test_plan_shows_the_debt_and_remembers_only_what_it_may_send():
 def test_a_request_the_mon_refused_is_not_remembered_and_is_asked_again_next_pass():
     cfg = dataclasses.replace(Config(), scrub_debt=S)
     snap = _snap(0, deadlines(pg("1.0", NOW - 13 * DAY), pg("1.1", NOW - 12 * DAY)))
-    p = plan(snap, cfg, {}, {}, now=NOW, local_time=dtime(12))
+    p = plan(snap, cfg, {}, QUIET_BEFORE, now=NOW, local_time=dtime(12))
     assert [c for c in p.commands() if " pg " in c] == ["ceph pg deep-scrub 1.0", "ceph pg deep-scrub 1.1"]
     kept = p.memory_after({"ceph pg deep-scrub 1.0", "ceph config set osd osd_max_scrubs 1"})
     assert set(kept["scrub_debt"]["requested"]) == {"1.1"}
