@@ -6,7 +6,6 @@ Shared by the daemon (which then acts) and ``rgwkeeper plan`` (which prints the 
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from datetime import datetime, time as dtime
 from typing import Any, Collection, Mapping
@@ -76,7 +75,7 @@ def quiet_load(before: scrub.ThrottleMemory, after: scrub.ThrottleMemory, *, now
     """The write load the quiet-time work (resharding, compaction, deep-scrub debt) is judged by:
     the larger of this pass's smoothed load and the last pass's, so one low sample is never
     "quiet". A daemon's first pass, or its first after a pause of more than three ticks, has no
-    last pass to go by: its load is unknown, and nothing waits for quiet then (measured: the
+    last pass to go by: its load is unknown, and quiet-time work waits a pass (measured: the
     mgr's rate read 33 op/s on a daemon's first pass during a 600-2,600 op/s ingest, and that
     pass resharded a bucket and compacted an OSD; docs/architecture.md, "Quiet: two passes")."""
     if before.ema_write_ops is None or before.last_sample_at is None or now - before.last_sample_at > 3 * tick_s:
