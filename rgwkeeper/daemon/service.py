@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import io
 import os
 import signal
 import socket
@@ -148,6 +150,8 @@ class Service:
     #: Monotonic time of the last sign of progress: a pass started, an action started, a pass ended.
     last_progress_at: float = field(default_factory=time.monotonic)
     pass_running: bool = False
+    #: The task of the pass running now (or last): shutdown cancels it, and only it.
+    pass_task: asyncio.Task[Any] | None = None
     failed_passes_in_a_row: int = 0
     deep_scrub_cache: DeepScrubCache = field(default_factory=DeepScrubCache)
 
@@ -171,6 +175,7 @@ class Service:
 
     async def tick(self) -> None:
         t0 = time.monotonic()
+        self.pass_task = asyncio.current_task()
         self.pass_running = True
         self.progress()
         structlog.contextvars.bind_contextvars(tick=uuid.uuid4().hex[:8])
@@ -311,9 +316,22 @@ def watchdog_ok(now: float, *, pass_running: bool, last_progress_at: float, tick
     return now - last_progress_at < 2 * tick_s + 60
 
 
-def _hard_exit_timer(seconds: float) -> threading.Timer:
+#: How long shutdown waits for a cancelled pass to stop before it restores anyway (a child
+#: process gets cephcli.CANCEL_GRACE_S after SIGTERM, then SIGKILL).
+CANCEL_WAIT_S = 10.0
+
+
+def _stack(task: asyncio.Task[Any]) -> str:
+    out = io.StringIO()
+    task.print_stack(file=out)
+    return out.getvalue()
+
+
+def _hard_exit_timer(seconds: float, phase: Callable[[], str]) -> threading.Timer:
     def die() -> None:
-        log.error("graceful shutdown took too long; exiting", after_s=seconds)
+        log.error("graceful shutdown took too long; exiting", after_s=seconds, stuck_at=phase())
+        # Where each thread was, for the bug report: a graceful exit that hangs is a bug.
+        faulthandler.dump_traceback(all_threads=True)
         os._exit(1)
 
     t = threading.Timer(seconds, die)
@@ -383,20 +401,27 @@ async def _serve(svc: Service) -> int:
     # Drain, restore and release share shutdown_timeout_s; the hard exit backs them up.
     budget_s = svc.cfg.daemon.shutdown_timeout_s
     deadline = time.monotonic() + budget_s
-    timer = _hard_exit_timer(budget_s + HARD_EXIT_MARGIN_S)
+    phase = ["cancelling the running pass"]
+    timer = _hard_exit_timer(budget_s + HARD_EXIT_MARGIN_S, lambda: phase[0])
     timer.start()
     log.info("stopping")
     scheduler.shutdown(wait=False)
-    # Cancel a pass still running: the executor journals before it changes anything, so
-    # an interrupted change leaves at worst an entry that restores a value never changed.
-    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in running:
-        task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+    # Cancel the pass still running: the executor journals before it changes anything, so an
+    # interrupted change leaves at worst an entry that restores a value never changed. Only the
+    # pass: its own tasks stop with it, and a cancel sent to every task would reach a child
+    # process's spawn, which then never returns (CPython gh-103847; docs/architecture.md).
+    running = svc.pass_task
+    if running is not None and not running.done():
+        running.cancel()
+        _, stuck = await asyncio.wait({running}, timeout=min(CANCEL_WAIT_S, budget_s / 3))
+        if stuck:
+            log.error("the running pass did not stop when cancelled; restoring anyway", stack=_stack(running))
     # A cancelled librados call still runs in its thread: wait for it, or the restore below
     # could be overtaken by a `config set` sent just before (CI: a setting left behind).
+    phase[0] = "waiting for librados calls in flight"
     if not await svc.rados.drain(min(30.0, budget_s / 2)):
         log.warning("librados calls still running at shutdown; restoring anyway")
+    phase[0] = "restoring overrides"
     await svc.stop(deadline - time.monotonic())
     timer.cancel()
     log.info("stopped")

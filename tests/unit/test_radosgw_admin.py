@@ -184,3 +184,27 @@ def test_an_exit_code_alone_is_not_no_such_user(tmp_path):
                                  stderr="ERROR: failed to list buckets: (2) No such file or directory\n")
     with pytest.raises(CommandFailed):
         asyncio.run(RadosgwAdmin(_access(tmp_path), runner=runner).user_buckets("u"))
+
+
+
+def test_a_run_cancelled_twice_still_kills_a_child_that_ignores_sigterm(tmp_path):
+    # The daemon's shutdown cancels a pass that apscheduler cancelled already: the second cancel
+    # must not cut the grace short and leave the child running (it ignores SIGTERM here, as a
+    # radosgw-admin busy in librados may).
+    pid_file = tmp_path / "pid"
+
+    async def cancel_twice():
+        task = asyncio.create_task(subprocess_runner(
+            ["sh", "-c", f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.05; done"], 60,
+            cancel_grace_s=0.5))
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_twice())
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

@@ -1,0 +1,94 @@
+"""The daemon's SIGTERM path (daemon.service._serve) with a pass that runs a real child process.
+
+Found by CI on Pacific: a SIGTERM that arrived while a pass was spawning radosgw-admin (a few
+milliseconds of each pass) left the daemon waiting until its hard exit, and nothing was
+restored. Shutdown cancelled every task, and one of them was asyncio's own spawn, which then
+never returns (CPython gh-103847).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from rgwkeeper.adapters.cephcli import subprocess_runner
+from rgwkeeper.config import parse as parse_config
+from rgwkeeper.daemon import service
+
+MARKER = "29.0417"  # the child's argv, to find it in /proc
+
+
+def _children() -> list[int]:
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if MARKER.encode() in cmdline.read_bytes().split(b"\0"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+class Rados:
+    async def drain(self, timeout_s: float) -> bool:
+        return True
+
+
+class Svc:
+    """What _serve uses of a Service: a pass that spawns a child and is told to stop ``yields``
+    loop turns after it started the spawn."""
+
+    def __init__(self, yields: int) -> None:
+        self.cfg = parse_config({"daemon": {"tick_s": 60.0, "lease_s": 180.0, "shutdown_timeout_s": 30.0}})
+        self.instance_id = "t"
+        self.shutdown = asyncio.Event()
+        self.rados = Rados()
+        self.pass_task: asyncio.Task[Any] | None = None
+        self.yields = yields
+        self.stopped_with: float | None = None
+
+    async def tick(self) -> None:
+        self.pass_task = asyncio.current_task()
+        run = asyncio.ensure_future(subprocess_runner(["sleep", MARKER], 60))
+        for _ in range(self.yields):
+            await asyncio.sleep(0)
+        self.shutdown.set()
+        await run
+
+    def watchdog_ok(self, now: float) -> bool:
+        return True
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    async def stop(self, budget_s: float) -> None:
+        self.stopped_with = budget_s
+
+
+def test_sigterm_while_a_pass_spawns_a_child_stops_the_pass_restores_and_exits(monkeypatch):
+    # No hard exit here: a hang must fail this test, not end pytest.
+    monkeypatch.setattr(service, "_hard_exit_timer", lambda *args: threading.Timer(3600, lambda: None))
+    for yields in range(12):
+        svc = Svc(yields)
+        loop = NoSignals()
+        result: list[int] = []
+        # The loop runs in a thread of its own, so that a shutdown that never ends fails this test
+        # instead of hanging it (and a shutdown that cancels every task cannot reach the test's).
+        runner = threading.Thread(target=lambda: result.append(loop.run_until_complete(service._serve(svc))),
+                                  daemon=True)
+        runner.start()
+        runner.join(25)
+        assert not runner.is_alive(), f"shutdown never finished (told to stop {yields} loop turns into the spawn)"
+        loop.close()
+        assert result == [0]
+        assert svc.stopped_with is not None and svc.stopped_with > 0  # the restore ran, with time left
+        assert _children() == []
+
+
+class NoSignals(asyncio.SelectorEventLoop):
+    """Signal handlers can be set in the main thread only; the test sets shutdown itself."""
+
+    def add_signal_handler(self, sig: int, callback: Any, *args: Any) -> None:
+        pass
