@@ -43,7 +43,7 @@ async def subprocess_runner(argv: Sequence[str], timeout: float, *, cancel_grace
                             ) -> CompletedRun:
     """Run argv (no shell), kill it at the timeout; if cancelled, SIGTERM, then SIGKILL after
     ``cancel_grace_s``: a cancelled run raises CancelledError once its child is gone, even if
-    cancelled again meanwhile (a pass cancelled twice at shutdown)."""
+    cancelled again meanwhile (a second Ctrl-C, asyncio.run's teardown)."""
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -74,7 +74,8 @@ async def _stop(proc: asyncio.subprocess.Process, grace_s: float) -> None:
     if not await _despite_cancel(exited, grace_s):
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        await _despite_cancel(exited, KILL_WAIT_S)
+        if not await _despite_cancel(exited, KILL_WAIT_S):
+            log.error("a cancelled run's child has not exited after SIGKILL", pid=proc.pid)
 
 
 async def _despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> bool:

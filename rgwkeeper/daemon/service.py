@@ -29,7 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from rgwkeeper import reconcile
 from rgwkeeper.access import ClusterAccess, check_private
 from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter, ensure_pool
-from rgwkeeper.adapters.cephcli import CephCli
+from rgwkeeper.adapters.cephcli import CANCEL_GRACE_S, CephCli
 from rgwkeeper.adapters.connect import ClusterAdapters, open_adapters
 from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
@@ -53,15 +53,19 @@ class RadosLockBackend:
     """The leader lock: ``lock_exclusive`` on one object of the daemon's pool.
 
     Its description names the instance id and this host (``rgwkeeper ID@HOST``), so a stale
-    lock is broken only when it provably came from a daemon on this host."""
+    lock is broken only when it provably came from a daemon on this host, and its cookie names
+    the daemon's PID, so a lock whose daemon still runs here is never broken."""
 
-    def __init__(self, store: Any, rados_cli: CephCli, *, instance_id: str, host: str, lease_s: float) -> None:
+    def __init__(self, store: Any, rados_cli: CephCli, *, instance_id: str, host: str, lease_s: float,
+                 alive: Callable[[str], int | None] | None = None) -> None:
         self.store = store
         self.cli = rados_cli
         self.description = f"rgwkeeper {holder_name(instance_id, host)}"
         # A new cookie per process: a restarted daemon is a different locker.
         self.cookie = f"{instance_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
+        self.alive = alive or live_holder_pid
+        self._warned: set[str] = set()
 
     async def acquire(self) -> bool:
         try:
@@ -72,13 +76,23 @@ class RadosLockBackend:
             return False
 
     async def break_stale_own(self) -> bool:
-        """Break a lock a dead predecessor on this host left: same description (instance id and
-        host), other cookie. The local flock proves no live daemon with our instance id runs
-        here; a lock from another host, or from a version without the host in its description,
-        is left to expire."""
+        """Break a lock a dead predecessor with our instance id on this host left: same description
+        (instance id and host), other cookie, and the PID in that cookie no longer an rgwkeeper
+        process. The flock in daemon.state_dir keeps a second daemon from sharing ours; one with
+        another state_dir and our instance id is found by its PID and left alone (breaking its
+        lock on every tick would make both leaders in turn). A lock from another host, or from a
+        version without the host in its description, is left to expire."""
         info = await self.cli.json("-p", self.store.pool, "lock", "info", LEADER_OBJECT, LOCK_NAME)
         for locker in (info or {}).get("lockers", []):
             if locker.get("description") == self.description and locker.get("cookie") != self.cookie:
+                pid = self.alive(str(locker.get("cookie", "")))
+                if pid is not None:
+                    if locker["cookie"] not in self._warned:
+                        self._warned.add(locker["cookie"])
+                        log.error("another rgwkeeper daemon with this instance id runs on this host; its lock "
+                                  "is left and this one stays standby: give each daemon its own daemon.instance_id",
+                                  pid=pid, locker=locker["name"])
+                    return False
                 await self.cli.run("-p", self.store.pool, "lock", "break", LEADER_OBJECT, LOCK_NAME,
                                    locker["name"], "--lock-cookie", locker["cookie"])
                 log.warning("broke the leader lock left by a previous instance on this host",
@@ -88,6 +102,19 @@ class RadosLockBackend:
 
     async def release(self) -> None:
         await asyncio.to_thread(self.store.unlock, LEADER_OBJECT, LOCK_NAME, self.cookie)
+
+
+def live_holder_pid(cookie: str) -> int | None:
+    """The PID in a lock cookie (``INSTANCE-PID-RANDOM``) if that process still runs here and is
+    rgwkeeper (a PID reused by another program is not it), else None."""
+    parts = cookie.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    try:
+        argv = Path(f"/proc/{int(parts[1])}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return int(parts[1]) if any(b"rgwkeeper" in a for a in argv) else None
 
 
 def instance_lock(state_dir: Path, instance_id: str) -> int:
@@ -201,6 +228,7 @@ class Service:
             if failure:
                 log.error("reconcile pass failed", error=failure, failed_passes_in_a_row=self.failed_passes_in_a_row)
             self.pass_running = False
+            self.pass_task = None
             self.progress()
             self.metrics.tick_seconds.observe(time.monotonic() - t0)
             structlog.contextvars.unbind_contextvars("tick")
@@ -316,23 +344,32 @@ def watchdog_ok(now: float, *, pass_running: bool, last_progress_at: float, tick
     return now - last_progress_at < 2 * tick_s + 60
 
 
-#: How long shutdown waits for a cancelled pass to stop before it restores anyway (a child
-#: process gets cephcli.CANCEL_GRACE_S after SIGTERM, then SIGKILL).
+#: How long shutdown waits for a cancelled pass to stop before it restores anyway (capped at a
+#: third of shutdown_timeout_s, but never below a child process's SIGTERM grace and a second).
 CANCEL_WAIT_S = 10.0
 
 
-def _stack(task: asyncio.Task[Any]) -> str:
+def cancel_wait_s(budget_s: float) -> float:
+    return min(CANCEL_WAIT_S, max(budget_s / 3, CANCEL_GRACE_S + 1))
+
+
+def _stacks() -> str:
+    """Every task's stack: a stuck pass waits on a task of its own, further down."""
     out = io.StringIO()
-    task.print_stack(file=out)
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task():
+            task.print_stack(file=out)
     return out.getvalue()
 
 
 def _hard_exit_timer(seconds: float, phase: Callable[[], str]) -> threading.Timer:
     def die() -> None:
-        log.error("graceful shutdown took too long; exiting", after_s=seconds, stuck_at=phase())
-        # Where each thread was, for the bug report: a graceful exit that hangs is a bug.
-        faulthandler.dump_traceback(all_threads=True)
-        os._exit(1)
+        try:
+            log.error("graceful shutdown took too long; exiting", after_s=seconds, stuck_at=phase())
+            # Where each thread was, for the bug report: a graceful exit that hangs is a bug.
+            faulthandler.dump_traceback(all_threads=True)
+        finally:  # no stderr to write to must not keep the process alive
+            os._exit(1)
 
     t = threading.Timer(seconds, die)
     t.daemon = True
@@ -413,9 +450,9 @@ async def _serve(svc: Service) -> int:
     running = svc.pass_task
     if running is not None and not running.done():
         running.cancel()
-        _, stuck = await asyncio.wait({running}, timeout=min(CANCEL_WAIT_S, budget_s / 3))
+        _, stuck = await asyncio.wait({running}, timeout=cancel_wait_s(budget_s))
         if stuck:
-            log.error("the running pass did not stop when cancelled; restoring anyway", stack=_stack(running))
+            log.error("the running pass did not stop when cancelled; restoring anyway", stacks=_stacks())
     # A cancelled librados call still runs in its thread: wait for it, or the restore below
     # could be overtaken by a `config set` sent just before (CI: a setting left behind).
     phase[0] = "waiting for librados calls in flight"
@@ -423,6 +460,8 @@ async def _serve(svc: Service) -> int:
         log.warning("librados calls still running at shutdown; restoring anyway")
     phase[0] = "restoring overrides"
     await svc.stop(deadline - time.monotonic())
-    timer.cancel()
+    # The timer stays armed until the process exits: closing the adapters and asyncio.run's
+    # own teardown (which cancels every task left) come after this and must not hang either.
+    phase[0] = "closing the cluster connection"
     log.info("stopped")
     return 0

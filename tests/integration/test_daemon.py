@@ -358,6 +358,22 @@ def test_two_daemons_exactly_one_acts(ceph_cluster, s3, bucket_name, daemons, jo
     wait_for("clean", lambda: clean(ceph_cluster), timeout=30)
 
 
+def test_a_second_daemon_with_the_same_instance_id_and_another_state_dir_stays_standby(ceph_cluster, daemons,
+                                                                                      journal_pool):
+    # The flock in state_dir cannot see it, and its lock's description is ours: before, each
+    # broke the other's lock as "left by a previous instance" and both led in turn.
+    a = daemons("twin-a", daemon={"instance_id": "twin"}).start()
+    wait_for("a leads", lambda: any(e.get("event") == "became leader" for e in a.events()), timeout=60)
+    b = daemons("twin-b", daemon={"instance_id": "twin"}).start()
+    wait_for("b has run several passes", lambda: len([e for e in b.events() if e.get("event") == "standby"]) >= 3,
+             timeout=60)
+    assert not any(e.get("event") == "became leader" for e in b.events())
+    assert [e for e in b.events() if "another rgwkeeper daemon with this instance id" in e.get("event", "")]
+    assert not any(e.get("event") in ("lost leadership; not acting", "standby") for e in a.events())
+    a.stop()  # released at exit: the twin takes over at its next tick
+    wait_for("b leads", lambda: any(e.get("event") == "became leader" for e in b.events()), timeout=30)
+
+
 @pytest.mark.releases("pacific")  # THROTTLE: wpq's levers; mClock gets others
 def test_sigstopped_leader_is_replaced_and_stays_out(ceph_cluster, s3, bucket_name, daemons, journal_pool):
     a = daemons("stop-a").start()

@@ -9,6 +9,7 @@ never returns (CPython gh-103847).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,15 @@ MARKER = "29.0417"  # the child's argv, to find it in /proc
 
 
 def _children() -> list[int]:
+    """This process's children that run the marked child (other runs on the host are not ours)."""
     pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if MARKER.encode() in cmdline.read_bytes().split(b"\0"):
-                pids.append(int(cmdline.parent.name))
-        except OSError:
+            ppid = int(next(line for line in (proc / "status").read_text().splitlines()
+                            if line.startswith("PPid:")).split()[1])
+            if ppid == os.getpid() and MARKER.encode() in (proc / "cmdline").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except (OSError, StopIteration, ValueError):
             continue
     return pids
 
@@ -83,6 +87,7 @@ def test_sigterm_while_a_pass_spawns_a_child_stops_the_pass_restores_and_exits(m
         assert not runner.is_alive(), f"shutdown never finished (told to stop {yields} loop turns into the spawn)"
         loop.close()
         assert result == [0]
+        assert svc.pass_task is not None and svc.pass_task.done()  # stopped, not given up on
         assert svc.stopped_with is not None and svc.stopped_with > 0  # the restore ran, with time left
         assert _children() == []
 

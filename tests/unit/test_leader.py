@@ -40,7 +40,7 @@ def contender(osd, clock, tmp_path):
     """contender(client_no, instance_id, host) -> a LeaderLease over its own RADOS connection."""
     opened = []
 
-    def make(n, instance_id="a", host="host1", lease_s=30):
+    def make(n, instance_id="a", host="host1", lease_s=30, alive=lambda cookie: None):
         access = ClusterAccess(conf=Path(tmp_path / "c"), keyring=None, client_name="client.admin",
                                rgw_endpoint=None, rgw_credentials_file=None, timeout_s=5)
         rados = RadosAdapter(access, factory=lambda a: osd.client(n))
@@ -48,7 +48,7 @@ def contender(osd, clock, tmp_path):
         opened.append(rados)
         backend = RadosLockBackend(ObjectStore(rados, "rgwkeeper"),
                                    CephCli(access, "rados", runner=osd.rados_runner),
-                                   instance_id=instance_id, host=host, lease_s=lease_s)
+                                   instance_id=instance_id, host=host, lease_s=lease_s, alive=alive)
         return LeaderLease(backend, lease_s=lease_s, clock=clock)
 
     yield make
@@ -185,3 +185,40 @@ def test_lease_is_kept_while_a_long_pass_acts_and_lost_once_renewal_fails(clock,
 
     asyncio.run(long_pass())
     assert lease.transitions == ["acquired", "lost"]
+
+
+def test_a_live_daemon_with_the_same_instance_id_on_this_host_keeps_its_lock(clock, osd, contender):
+    # A second daemon with our instance id but another daemon.state_dir (the flock cannot see
+    # it): breaking its lock on every tick would make both leaders in turn.
+    first = contender(1, "a", host="host1")
+    assert tick(first)
+    live = {first.backend.cookie: 4242}
+    second = contender(2, "a", host="host1", alive=live.get)
+    for _ in range(3):
+        clock.t += 10
+        assert tick(first) and not tick(second)
+    assert [c for c, _, _ in osd.holders()] == ["client.1"]
+    del live[first.backend.cookie]  # the first daemon died without releasing: now it is broken
+    assert tick(second)
+    assert [c for c, _, _ in osd.holders()] == ["client.2"]
+
+
+def test_the_pid_in_a_lock_cookie_is_a_live_holder_only_while_it_is_an_rgwkeeper_process():
+    import subprocess
+    import sys
+
+    from rgwkeeper.daemon.service import live_holder_pid
+
+    named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "rgwkeeper", "daemon"])
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        assert live_holder_pid(f"a-b-{named.pid}-0a1b2c3d") == named.pid  # instance ids may hold dashes
+        assert live_holder_pid(f"a-{other.pid}-0a1b2c3d") is None  # the PID is another program's now
+        named.kill()
+        named.wait()
+        assert live_holder_pid(f"a-{named.pid}-0a1b2c3d") is None  # gone
+        assert live_holder_pid("a-notapid-0a1b2c3d") is None and live_holder_pid("odd") is None
+    finally:
+        for p in (named, other):
+            p.kill()
+            p.wait()

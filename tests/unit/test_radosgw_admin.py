@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shlex
+import signal
 
 import pytest
 
@@ -188,16 +191,17 @@ def test_an_exit_code_alone_is_not_no_such_user(tmp_path):
 
 
 def test_a_run_cancelled_twice_still_kills_a_child_that_ignores_sigterm(tmp_path):
-    # The daemon's shutdown cancels a pass that apscheduler cancelled already: the second cancel
-    # must not cut the grace short and leave the child running (it ignores SIGTERM here, as a
-    # radosgw-admin busy in librados may).
+    # A second cancel (a second Ctrl-C, asyncio.run's teardown) must not cut the grace short and
+    # leave the child running (it ignores SIGTERM here, as a radosgw-admin busy in librados may).
     pid_file = tmp_path / "pid"
 
     async def cancel_twice():
         task = asyncio.create_task(subprocess_runner(
-            ["sh", "-c", f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.05; done"], 60,
+            ["sh", "-c", f"trap '' TERM; echo $$ > {shlex.quote(str(pid_file))}; while :; do sleep 0.05; done"], 60,
             cancel_grace_s=0.5))
-        while not pid_file.exists() or not pid_file.read_text().strip():
+        for _ in range(500):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
             await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.sleep(0.05)
@@ -205,6 +209,10 @@ def test_a_run_cancelled_twice_still_kills_a_child_that_ignores_sigterm(tmp_path
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(cancel_twice())
-    with pytest.raises(ProcessLookupError):
-        os.kill(int(pid_file.read_text()), 0)
+    try:
+        asyncio.run(cancel_twice())
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), 0)
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
