@@ -460,6 +460,13 @@ async def _serve(svc: Service) -> int:
         log.warning("librados calls still running at shutdown; restoring anyway")
     phase[0] = "restoring overrides"
     await svc.stop(deadline - time.monotonic())
+    if running is not None and not running.done():
+        # Its own clean-up (an expiry giving back a raised full ratio) may still finish in time.
+        phase[0] = "waiting for the cancelled pass"
+        await asyncio.wait({running}, timeout=max(0.0, deadline - time.monotonic()))
+        if not running.done():
+            log.error("the cancelled pass still runs at exit: what it had changed and not given back is in the "
+                      "journal; run rgwkeeper restore, or the next daemon start restores it")
     # The timer stays armed until the process exits: closing the adapters and asyncio.run's
     # own teardown (which cancels every task left) come after this and must not hang either.
     phase[0] = "closing the cluster connection"

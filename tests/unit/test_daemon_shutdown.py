@@ -14,6 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import structlog
+import structlog.testing
+
 from rgwkeeper.adapters.cephcli import subprocess_runner
 from rgwkeeper.config import parse as parse_config
 from rgwkeeper.daemon import service
@@ -72,8 +75,7 @@ class Svc:
 
 
 def test_sigterm_while_a_pass_spawns_a_child_stops_the_pass_restores_and_exits(monkeypatch):
-    # No hard exit here: a hang must fail this test, not end pytest.
-    monkeypatch.setattr(service, "_hard_exit_timer", lambda *args: threading.Timer(3600, lambda: None))
+    monkeypatch.setattr(service, "_hard_exit_timer", inert_timer)
     for yields in range(12):
         svc = Svc(yields)
         loop = NoSignals()
@@ -97,3 +99,69 @@ class NoSignals(asyncio.SelectorEventLoop):
 
     def add_signal_handler(self, sig: int, callback: Any, *args: Any) -> None:
         pass
+
+
+class SlowToStop(Svc):
+    """A pass whose clean-up after the cancel takes ``cleanup_s`` (an expiry giving back a raised
+    full ratio), with no child process."""
+
+    def __init__(self, cleanup_s: float, shutdown_timeout_s: float) -> None:
+        super().__init__(0)
+        self.cfg = parse_config({"daemon": {"tick_s": 60.0, "lease_s": 180.0,
+                                            "shutdown_timeout_s": shutdown_timeout_s}})
+        self.cleanup_s = cleanup_s
+        self.cleaned_up = False
+
+    async def tick(self) -> None:
+        self.pass_task = asyncio.current_task()
+        self.shutdown.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(self.cleanup_s)
+            self.cleaned_up = True
+            raise
+
+
+def _serve_logged(svc: Svc) -> tuple[int, list[dict[str, Any]]]:
+    loop = NoSignals()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            rc = loop.run_until_complete(service._serve(svc))  # type: ignore[arg-type]
+    finally:  # a pass _serve gave up on is ended here, so nothing outlives the test
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left))
+        loop.close()
+    return rc, logs
+
+
+def inert_timer(*args: Any) -> threading.Timer:
+    """The hard exit, disarmed: a hang must fail a test, not end pytest (and never keep it alive)."""
+    t = threading.Timer(3600, lambda: None)
+    t.daemon = True
+    return t
+
+
+def test_a_pass_slow_to_stop_is_waited_for_after_the_restore(monkeypatch):
+    monkeypatch.setattr(service, "_hard_exit_timer", inert_timer)
+    monkeypatch.setattr(service, "CANCEL_WAIT_S", 0.1)
+    svc = SlowToStop(cleanup_s=0.5, shutdown_timeout_s=30.0)
+    rc, logs = _serve_logged(svc)
+    events = [e["event"] for e in logs]
+    assert rc == 0 and svc.stopped_with is not None
+    assert "the running pass did not stop when cancelled; restoring anyway" in events
+    assert svc.cleaned_up and svc.pass_task is not None and svc.pass_task.done()
+    assert not [e for e in events if e.startswith("the cancelled pass still runs at exit")]
+
+
+def test_a_pass_that_outlives_the_budget_is_reported_in_one_line_at_exit(monkeypatch):
+    monkeypatch.setattr(service, "_hard_exit_timer", inert_timer)
+    monkeypatch.setattr(service, "CANCEL_WAIT_S", 0.1)
+    svc = SlowToStop(cleanup_s=3600, shutdown_timeout_s=1.0)
+    rc, logs = _serve_logged(svc)
+    assert rc == 0 and svc.stopped_with is not None and not svc.cleaned_up
+    assert [e for e in logs if e["event"].startswith("the cancelled pass still runs at exit") and
+            "rgwkeeper restore" in e["event"]]
