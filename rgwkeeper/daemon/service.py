@@ -177,7 +177,7 @@ class Service:
     #: Monotonic time of the last sign of progress: a pass started, an action started, a pass ended.
     last_progress_at: float = field(default_factory=time.monotonic)
     pass_running: bool = False
-    #: The task of the pass running now (or last): shutdown cancels it, and only it.
+    #: The task of the pass running now (None between passes): shutdown cancels it, and only it.
     pass_task: asyncio.Task[Any] | None = None
     failed_passes_in_a_row: int = 0
     deep_scrub_cache: DeepScrubCache = field(default_factory=DeepScrubCache)
