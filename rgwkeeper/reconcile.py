@@ -75,9 +75,8 @@ def quiet_load(before: scrub.ThrottleMemory, after: scrub.ThrottleMemory, *, now
     """The write load the quiet-time work (resharding, compaction, deep-scrub debt) is judged by:
     the larger of this pass's smoothed load and the last pass's, so one low sample is never
     "quiet". A daemon's first pass, or its first after a pause of more than three ticks, has no
-    last pass to go by: its load is unknown, and quiet-time work waits a pass (measured: the
-    mgr's rate read 33 op/s on a daemon's first pass during a 600-2,600 op/s ingest, and that
-    pass resharded a bucket and compacted an OSD; docs/architecture.md, "Quiet: two passes")."""
+    last pass to go by: its load is unknown, and quiet-time work waits a pass
+    (docs/architecture.md, "Quiet: two passes, never one sample")."""
     if before.ema_write_ops is None or before.last_sample_at is None or now - before.last_sample_at > 3 * tick_s:
         return math.inf
     return max(before.ema_write_ops, after.ema_write_ops or 0.0)
