@@ -32,21 +32,26 @@ class Release:
     Pacific 16.2.15 rejects the rule with MalformedXML)."""
     default_op_queue: str | None = None
     """``osd_op_queue`` an OSD runs unless configured otherwise (mClock from Quincy on)."""
+    direct_tails: bool = False
+    """The direct purge releases objects with tails itself: the head's manifest names the tails
+    (rgwkeeper.adapters.manifest, checked against ``bucket radoslist``) and each loses the
+    object's reference by cls_refcount put, as RGW's GC does; copies in other buckets were read
+    back byte for byte afterwards (docs/purge.md, "Tails without GC")."""
 
 
 RELEASES: dict[str, Release] = {r.name: r for r in (
-    #        name        major  shard_reduction  min_shards  direct_drop    lc_one_bucket  size_filters  default_op_queue
-    Release("pacific",   16,    False,           False,      "metadata-rm", False,         False,        "wpq"),
-    Release("quincy",    17,    False,           False,      None,          True,          False,        "mclock_scheduler"),
-    Release("reef",      18,    False,           False,      "metadata-rm", True,          True,         "mclock_scheduler"),
-    Release("squid",     19,    False,           False,      None,          True,          True,         "mclock_scheduler"),
-    Release("tentacle",  20,    True,            True,       "empty-index", True,          True,         "mclock_scheduler"),
+    #        name        major  shard_reduction  min_shards  direct_drop    lc_one_bucket  size_filters  default_op_queue    direct_tails
+    Release("pacific",   16,    False,           False,      "metadata-rm", False,         False,        "wpq",              True),
+    Release("quincy",    17,    False,           False,      None,          True,          False,        "mclock_scheduler", False),
+    Release("reef",      18,    False,           False,      "metadata-rm", True,          True,         "mclock_scheduler", True),
+    Release("squid",     19,    False,           False,      None,          True,          True,         "mclock_scheduler", False),
+    Release("tentacle",  20,    True,            True,       "empty-index", True,          True,         "mclock_scheduler", True),
 )}
 
 #: A release the table does not know (a future one, or ``ceph versions`` that names none) gets the
-#: safe choice in every column: no direct purge, rules applied by rgwkeeper from a listing, no size
+#: safe choice in every column: no direct purge (nor its tails), rules applied by rgwkeeper from a listing, no size
 #: filters, no shard pin (the plan says to pin by hand), op queue read from the OSDs only.
-UNKNOWN = Release("unknown", 0, False, False, None, False, False, None)
+UNKNOWN = Release("unknown", 0, False, False, None, False, False, None, False)
 
 
 def behaviour(name: str) -> Release:

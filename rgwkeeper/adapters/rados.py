@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import errno
 import json
+import queue
 import threading
 from typing import Any, Callable, Iterator, Protocol
 
@@ -497,6 +498,8 @@ class BulkObjects:
         self.rados = rados
         self.pool = pool
         self._ios: dict[tuple[bool, bool], Any] = {}  # (located, full_try) -> ioctx
+        self._extra_ios: list[Any] = []  # xattrs_many's, one per reader thread, reused
+        self._spare_ios: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._open_lock = threading.Lock()
         self._loc_lock = threading.Lock()
 
@@ -703,7 +706,81 @@ class BulkObjects:
         except _NotFoundError:
             pass
 
+    async def xattrs_many(self, objs: list[tuple[str, str]], *, window: int) -> list[dict[str, bytes] | None]:
+        """Every xattr of each object (one read each), None where the object does not exist.
+        python-rados has no aio getxattr: ``window`` blocking reads run at once on threads, each
+        on an ioctx of its own (the locator is per-ioctx state)."""
+        rados_error, not_found = _rados_errors()
+        spare = self._spare_ios
+
+        def one(obj: tuple[str, str]) -> dict[str, bytes] | None:
+            oid, locator = obj
+            try:
+                io = spare.get_nowait()
+            except queue.Empty:
+                io = self._own_ioctx()
+            try:
+                io.set_locator_key(locator)
+                return dict(io.get_xattrs(oid))
+            except not_found:
+                return None
+            except rados_error as exc:
+                raise CephError(f"{self.pool}/{oid} getxattrs", str(exc)[:200]) from None
+            finally:
+                io.set_locator_key("")
+                spare.put(io)
+
+        def run() -> list[dict[str, bytes] | None]:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, window),
+                                                       thread_name_prefix="rgwkeeper-xattrs") as pool:
+                return list(pool.map(one, objs))
+
+        return await self._call(f"getxattrs of {len(objs)} objects", run, self._batch_timeout(len(objs), window))
+
+    def _own_ioctx(self) -> Any:
+        """A new ioctx on the pool, closed with the others (for callers that each need their own)."""
+        if self.rados._cluster is None:
+            raise CephError(self.pool, "not connected")
+        io = self.rados._cluster.open_ioctx(self.pool)  # type: ignore[attr-defined]
+        with self._open_lock:
+            self._extra_ios.append(io)
+        return io
+
+    async def refcount_put_many(self, objs: list[tuple[str, str, bytes]], *, window: int) -> list[int]:
+        """Drop one reference from each ``(oid, locator, tag)``, as RGW's GC does for a deleted
+        object's tails: cls_refcount ``put`` with the head's tail tag, implicit reference allowed
+        (a tail nobody copied holds only RGW's implicit reference, which this drops; a copy's
+        explicit reference stays). The OSD removes the object when its last reference goes; a
+        second put of the same tag does nothing. Returns each return code (0, or -ENOENT if the
+        object was already gone)."""
+        ops: list[Any] = []
+        tags = iter([tag for _, _, tag in objs])
+
+        def submit(io: Any, oid: str, cb: Callable[..., None]) -> None:
+            op = io.create_write_op()
+            ops.append(op)
+            op.execute("refcount", "put", refcount_put_op(next(tags)))
+            io.operate_aio_write_op(op, oid, oncomplete=cb)
+
+        def run() -> list[int]:
+            try:
+                return [ret for ret, _ in self._windowed([(o, loc) for o, loc, _ in objs], window, submit)]
+            finally:
+                for op in ops:
+                    op.release()
+
+        return await self._call(f"refcount put on {len(objs)} objects", run, self._batch_timeout(len(objs), window))
+
     def close(self) -> None:
-        for io in self._ios.values():
+        for io in [*self._ios.values(), *self._extra_ios]:
             self.rados.submit(io.close)
         self._ios = {}
+        self._extra_ios = []
+        self._spare_ios = queue.SimpleQueue()
+
+
+def refcount_put_op(tag: bytes) -> bytes:
+    """cls_refcount_put_op, encoded: ENCODE_START(1, 1), the tag (u32 length, bytes), implicit_ref
+    true (src/cls/refcount/cls_refcount_ops.h)."""
+    body = len(tag).to_bytes(4, "little") + tag + b"\x01"
+    return bytes([1, 1]) + len(body).to_bytes(4, "little") + body

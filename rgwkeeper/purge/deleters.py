@@ -1,6 +1,8 @@
 """The deleters: one sends S3 DeleteObjects batches (re-checking each key first when asked),
-the other removes the RADOS heads of objects whose head holds all their data. Both count what
-they did in the run's ledger and honour its rate cap and pacing."""
+the other removes objects with librados: the heads of objects whose head holds all their data,
+and, where the release allows, objects with tails (each tail's reference dropped as RGW's GC
+drops it, then the head). Both count what they did in the run's ledger and honour its rate cap
+and pacing."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
+from rgwkeeper.adapters.manifest import ManifestError, decode_manifest, head_object, tail_objects
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.purge.checkpoint import Ledger
-from rgwkeeper.purge.layout import head_oid
+from rgwkeeper.purge.layout import ID_TAG_XATTR, MANIFEST_XATTR, TAIL_TAG_XATTR, XATTR_THREADS, head_oid
 from rgwkeeper.purge.lister import Entry
 from rgwkeeper.purge.pacing import Limiter, Pacer, RateCap
 from rgwkeeper.purge.runtime import PurgeFailed, Threads
@@ -26,6 +29,10 @@ CAP_LATE_SHARE = 0.1
 #: Under a cap: a request that waited at least this share of its slot narrows it.
 CAP_EARLY_SHARE = 0.5
 RECHECK_IN_FLIGHT = 16  # re-check calls in flight (all batches together) before their deletes
+
+#: An object whose tails this run releases: (its entry, its head (oid, locator), its tails as
+#: (oid, locator, tag)).
+Tailed = tuple[Entry, tuple[str, str], list[tuple[str, str, bytes]]]
 
 #: A blocking check of one listed entry just before its delete (a HEAD, perhaps its tags):
 #: True if it is still to be deleted. Keys written again since the listing are kept.
@@ -108,7 +115,10 @@ class S3Deleter:
 
 class HeadDeleter:
     """Removes, with librados, the heads of objects whose head holds all their data (one RADOS
-    object, nothing in GC); the rest goes back to the caller for S3. ``window``: librados
+    object, nothing in GC) and, given ``tails_placement``, objects with tails: their heads'
+    manifests name the tails, each tail loses this object's reference (cls_refcount put with the
+    head's tail tag, what RGW's GC does: a copy's reference stays), then the head goes. The rest
+    (a manifest it cannot read, tails in another placement) goes back to the caller for S3. ``window``: librados
     operations in flight; when paced, they go in chunks at the pacer's window with its pauses
     between chunks (one page of 1,000 removals at full speed hurt ingest on one core). Under a
     rate cap ``window`` is the most: a request's stats and removals go one at a time, and the
@@ -117,8 +127,12 @@ class HeadDeleter:
     operations all at once were what ingest noticed: docs/purge.md, "What each second held")."""
 
     def __init__(self, data: BulkObjects, *, pool: str, marker: str, head_chunk_bytes: int, window: int,
-                 pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None) -> None:
+                 pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None,
+                 tails_placement: str | None = None) -> None:
         self.data = data
+        #: The bucket's placement rule when this run releases tails itself (the release allows it),
+        #: else None: objects with tails then go back to the caller for S3.
+        self.tails_placement = tails_placement
         self.pool = pool
         self.marker = marker
         self.head_chunk_bytes = head_chunk_bytes
@@ -143,14 +157,14 @@ class HeadDeleter:
         if self._cap_window != before:
             log.debug("purge librados window", was=before, now=self._cap_window, late_ms=round(self.cap.late_s * 1000, 1))
 
-    async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[tuple[str, str]]) -> list[Any]:
-        """``op(objs, window=...)`` (stat_many, remove_many) at the configured window (under a cap,
-        the one that follows the cap), or paced."""
+    async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[Any], *, most: int = 0) -> list[Any]:
+        """``op(objs, window=...)`` (stat_many, remove_many, ...) at the configured window (under a cap,
+        the one that follows the cap), or paced; never wider than ``most`` if given."""
         if self.pacer is None or self._limiter is None:
-            return await op(objs, window=self._window())
+            return await op(objs, window=min(self._window(), most or self.window))
         out: list[Any] = []
         while len(out) < len(objs):
-            window = self.pacer.limit(self.window)
+            window = min(self.pacer.limit(self.window), most or self.window)
             async with self._limiter:  # one chunk at a time across the pages in flight
                 out.extend(await op(objs[len(out):len(out) + window * RADOS_CHUNK_WINDOWS], window=window))
         return out
@@ -176,6 +190,46 @@ class HeadDeleter:
                 others.append(e)  # compressed, encrypted with padding, or tails: RGW must do it
         return remove, gone, others
 
+    async def with_tails(self, entries: list[Entry]) -> tuple[list[Tailed], int, list[Entry]]:
+        """(entries whose tails this run releases, with their heads and tails; heads already
+        gone; the entries that must go through S3). Only with ``tails_placement``."""
+        if self.tails_placement is None or not entries:
+            return [], 0, entries
+        heads = [head_oid(self.marker, e["Key"]) for e in entries]
+        found = await self.many(self.data.xattrs_many, heads, most=XATTR_THREADS)
+        tailed: list[Tailed] = []
+        gone = 0
+        others: list[Entry] = []
+        for e, head, xattrs in zip(entries, heads, found):
+            if xattrs is None:
+                gone += 1  # removed by an earlier, interrupted run, after its tails: its index entry is still there
+                continue
+            tails = self._tails(e, head, xattrs)
+            if tails is None:
+                others.append(e)
+            else:
+                tailed.append((e, head, tails))
+        return tailed, gone, others
+
+    def _tails(self, e: Entry, head: tuple[str, str], xattrs: dict[str, bytes]) -> list[tuple[str, str, bytes]] | None:
+        """The tails of one object as (oid, locator, tag), or None if RGW must delete it."""
+        tag = xattrs.get(TAIL_TAG_XATTR) or xattrs.get(ID_TAG_XATTR)
+        if MANIFEST_XATTR not in xattrs or not tag:
+            log.debug("purge: no manifest or tag, through S3", key=e["Key"])
+            return None
+        try:
+            m = decode_manifest(xattrs[MANIFEST_XATTR])
+            tails = tail_objects(m)
+            own = head_object(m)
+        except ManifestError as exc:
+            log.debug("purge: manifest not handled, through S3", key=e["Key"], why=str(exc))
+            return None
+        rule = self.tails_placement or ""
+        if (own.oid, own.locator) != head or any(t.placement not in (rule, f"{rule}/STANDARD") for t in tails):
+            log.debug("purge: head or tail placement not this bucket's, through S3", key=e["Key"])
+            return None
+        return [(t.oid, t.locator, tag) for t in tails]
+
     async def remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
         """Remove the heads of head-only objects; return the entries that must go through S3.
         In a sweep, heads already gone were counted as deleted by the first pass. Under a rate
@@ -190,17 +244,28 @@ class HeadDeleter:
 
     async def _remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
         remove, gone, others = await self.head_only(entries)
+        tailed, tailed_gone, others = await self.with_tails(others)
+        gone += tailed_gone
+        remove += [(e, head) for e, head, _ in tailed]
         if not remove and not gone:
             return others
         await self.cap.take(len(remove))  # capped, ``remove`` already holds one request's worth (remove())
         if self.cap.rate > 0 and remove:
             self._follow_the_cap(len(remove))
+        tails = [t for _, _, ts in tailed for t in ts]
+        if tails:
+            # Tails first, then heads: a run stopped in between finds the head and its manifest
+            # again, and a second put of the same tag changes nothing.
+            rets = await self.many(self.data.refcount_put_many, tails)
+            for (oid, _, _), ret in zip(tails, rets):
+                check_removed(self.pool, oid, ret, what="refcount put")
         rets = await self.many(self.data.remove_many, [o for _, o in remove])
         removed_bytes = 0
         for (e, obj), ret in zip(remove, rets):
             check_removed(self.pool, obj[0], ret)
             removed_bytes += e["Size"]
-        self.ledger.count(index_left=len(remove) + gone, direct_removed=len(remove))
+        self.ledger.count(index_left=len(remove) + gone, direct_removed=len(remove),
+                          **({"tails_released": len(tails), "direct_with_tails": len(tailed)} if tailed else {}))
         if not sweep:
             self.ledger.count(objects_deleted=len(remove) + gone, bytes_deleted=removed_bytes)
         elif len(remove):

@@ -194,10 +194,11 @@ class PurgeExecutor:
         p = self.plan.profile
         if self._data is None:
             return None
+        tails = next((s.tails_placement for s in self.plan.steps if isinstance(s, DeleteObjects)), "")
         return HeadDeleter(self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes,
                            window=self.plan.tuning.rados_ops_in_flight,
                            pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
-                           limiter=self._head_limiter)
+                           limiter=self._head_limiter, tails_placement=tails or None)
 
     @property
     def state(self) -> State:

@@ -7,6 +7,9 @@
   version) and ``<marker>__multipart_...`` (parts); a copy in another bucket shares them, counted in their ``refcount`` xattr
   (cls_refcount). An upload's meta object ``<marker>__multipart_<key>.<id>.meta`` lives in
   the data_extra (non-ec) pool.
+- A head's xattrs name its tails: ``user.rgw.manifest`` (rgwkeeper.adapters.manifest decodes
+  it) and the tag RGW's GC drops each tail's reference with, ``user.rgw.tail_tag`` (or, for an
+  object written before tail tags, ``user.rgw.idtag``), stored with its trailing NUL.
 - Index shards are ``.dir.<bucket id>.<shard>`` in the index pool (``.dir.<bucket id>`` when
   the bucket has no shards). From Reef a reshard keeps the bucket id and starts a new index
   generation: its shards are ``.dir.<bucket id>.<gen>.<shard>`` (docs/purge.md, "Index generations").
@@ -17,6 +20,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from typing import Any
+
+MANIFEST_XATTR, TAIL_TAG_XATTR, ID_TAG_XATTR = "user.rgw.manifest", "user.rgw.tail_tag", "user.rgw.idtag"
+XATTR_THREADS = 16  # heads whose xattrs a purge reads at once (python-rados has no aio getxattr)
 
 # A tail of a versioned object carries its instance: <marker>__shadow:<instance>_<prefix>_<n>
 # (rgw_obj_key::get_oid with a namespace and an instance; seen on 16.2.15). Versioned heads

@@ -41,9 +41,10 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
+from rgwkeeper.purge.layout import XATTR_THREADS
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
-from rgwkeeper.releases import RELEASES
+from rgwkeeper.releases import RELEASES, behaviour
 from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, human_bytes
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
@@ -342,6 +343,10 @@ class DeleteObjects(Step):
     strategy: str = "s3"  # "s3" | "direct"
     versions: bool = False
     recheck: bool = False
+    #: direct: the placement rule whose objects with tails are released with librados (manifest,
+    #: cls_refcount put, head); empty: they go through S3 (a plan from before, or a release
+    #: where that was not verified: Release.direct_tails).
+    tails_placement: str = ""
 
     def __post_init__(self) -> None:
         if self.strategy not in ("s3", "direct"):
@@ -670,7 +675,7 @@ def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str
                  f" (compared on {', '.join(BENCHED_RELEASES)}; not on {p.release})")
     if request.whole_bucket:
         why_not_direct = refusal("direct", p, request)
-        if why_not_direct is None and p.mean_object_bytes > p.head_chunk_bytes:
+        if why_not_direct is None and p.mean_object_bytes > p.head_chunk_bytes and not behaviour(p.release).direct_tails:
             why_not_direct = (f"the mean object size {human_bytes(p.mean_object_bytes)} is above the head chunk "
                               f"{human_bytes(p.head_chunk_bytes)}: most objects have tails, which must go "
                               "through RGW anyway")
@@ -679,14 +684,23 @@ def choose(profile: BucketProfile, request: PurgeRequest) -> tuple[str, list[str
         bypass_why = ("--bypass-gc deletes tails without their reference counts, which destroys copies in other "
                       "buckets on releases without the fix of tracker 73348; used only when asked for")
         if why_not_direct is None:
-            reasons = [
-                f"{p.num_objects:,} objects of mean size {human_bytes(p.mean_object_bytes)} (head chunk "
-                f"{human_bytes(p.head_chunk_bytes)}): most are head-only, and head-only objects are removed "
-                "directly from the data pool with librados, close to the RADOS removal floor "
-                "instead of RGW's per-request cost",
+            tails_reason = (
+                "objects with tails and multipart objects are removed with librados too: each head's manifest "
+                "names its tails, and each tail loses this object's reference by cls_refcount put, as RGW's GC "
+                "does, so tails shared with copies in other buckets keep theirs (tracker 73348); incomplete "
+                "uploads, and any object whose manifest it does not read, go through RGW"
+                if behaviour(p.release).direct_tails else
                 "objects with tails, multipart objects and incomplete uploads still go through RGW "
                 "(S3 DeleteObjects + GC), so tails shared with copies in other buckets keep their "
-                "references (tracker 73348)",
+                "references (tracker 73348)")
+            reasons = [
+                f"{p.num_objects:,} objects of mean size {human_bytes(p.mean_object_bytes)} (head chunk "
+                f"{human_bytes(p.head_chunk_bytes)}): "
+                + ("head-only objects" if p.mean_object_bytes > p.head_chunk_bytes else
+                   "most are head-only, and head-only objects")
+                + " are removed directly from the data pool with librados, close to the RADOS removal floor "
+                "instead of RGW's per-request cost",
+                tails_reason,
                 "single zone, versioning off, release verified: the bucket index and metadata can be "
                 "dropped after the heads are gone",
             ]
@@ -831,10 +845,18 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
         steps.append(aborts)
         by_index = t.direct_listing == "index"
         listing = t.items_listing(p) if by_index else "list once (ListObjectsV2)"
+        tails = p.placement_rule.split("/")[0] if behaviour(p.release).direct_tails else ""
+        tail_calls = (
+            f"librados {p.data_pool}: for the others, read {marker}_<key>'s xattrs ({XATTR_THREADS} at once); "
+            f"where its manifest names tails in placement {tails!r}: cls_refcount put on each tail with the "
+            "head's user.rgw.tail_tag (what RGW's GC does: a tail a copy still references stays), then "
+            f"remove the head ({t.rados_ops_in_flight} ops in flight)",) if tails else ()
         steps.append(DeleteObjects(
             summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
-            f"({t.rados_ops_in_flight} ops in flight); everything else with S3 DeleteObjects "
-            f"({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
+            f"({t.rados_ops_in_flight} ops in flight); "
+            + ("objects with tails too: each tail's reference dropped as RGW's GC drops it, then the head; "
+               "anything else" if tails else "everything else")
+            + f" with S3 DeleteObjects ({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),
             calls=(*(t.cut_calls(p) if by_index else ()),
                    (f"librados {p.index_pool}: omap list {_span(p.index_shards)}, {t.list_page_size} entries a "
                     "page (plain entries of existing objects)") if by_index else
@@ -842,9 +864,10 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                    f"librados {p.data_pool}: stat {marker}_<key> for objects of at most "
                    f"{p.head_chunk_bytes} B with a single-part ETag; remove it where its size equals the "
                    "object's (all data in the head: no tail to share)",
-                   f"S3 DeleteObjects bucket={b} Quiet=true for the others (tails go to GC with their "
-                   "reference counts)"),
-            scope=scope, strategy="direct", versions=False))
+                   *tail_calls,
+                   f"S3 DeleteObjects bucket={b} Quiet=true for the {'rest' if tails else 'others'} (tails go "
+                   "to GC with their reference counts)"),
+            scope=scope, strategy="direct", versions=False, tails_placement=tails))
         shards = p.index_shards
         drop = DropBucket(
             summary="drop the bucket: its index shards (only entries of removed heads are left), then its entrypoint "

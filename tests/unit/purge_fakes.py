@@ -32,7 +32,9 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid, index_name
+from rgwkeeper.adapters.manifest import decode_manifest, tail_objects
 from tests.unit.fakes import UnexpectedCall, load_fixture
+from tests.unit.manifest_builder import manifest, multipart, single_put
 
 DATA = "default.rgw.buckets.data"
 INDEX = "default.rgw.buckets.index"
@@ -82,6 +84,14 @@ class World:
         }
         for oid in self.tails["big"]:
             self.pools[DATA][oid]["refs"] = 1  # a copy in capture-copies shares them
+        #: Each head's xattrs as RGW writes them: its manifest (naming exactly the captured tails)
+        #: and its tail tag. ``manifests_readable = False``: every manifest is one the decoder
+        #: refuses (an explicit, pre-Firefly one), so objects with tails go through S3.
+        self.head_xattrs: dict[str, dict[str, bytes]] = {}
+        self.manifests_readable = True
+        for key, e in self.index.items():
+            self._write_head_xattrs(key, e["Size"])
+        self.refcount_puts: list[tuple[str, bytes]] = []
         self.uploads = [{**u, "Initiated": _dt(u["Initiated"])} for u in fx["list_multipart_uploads"]["Uploads"]]
         self.upload_parts = {u["UploadId"]: [o for o in self.pools[DATA] if "__multipart_incomplete" in o]
                              for u in self.uploads}
@@ -94,6 +104,7 @@ class World:
             self.index[key] = {"Key": key, "Size": 100, "ETag": '"0123456789abcdef0123456789abcdef"',
                                "LastModified": now, "StorageClass": "STANDARD"}
             self.pools[DATA][head_oid(self.marker, key)[0]] = {"size": 100, "locator": "", "refs": 0}
+            self._write_head_xattrs(key, 100)
         self.gc: list[dict[str, Any]] = []
         self.quota: dict[str, Any] = copy.deepcopy(self.stats["bucket_quota"])
         self.lifecycle: list[dict[str, Any]] = []
@@ -155,6 +166,21 @@ class World:
         self.rm_crash_leaves = "half"
         self.extra_omap: dict[bytes, bytes] = {}  # index entries besides the listed keys' (raw key -> value)
         self.omap_read_cap = 1024  # osd_max_omap_entries_per_request: entries an OSD returns per read
+
+    def _write_head_xattrs(self, key: str, size: int) -> None:
+        tails = self.tails.get(key, [])
+        if key == "multi":
+            prefix = tails[0].split("__multipart_", 1)[1].rsplit(".", 1)[0]
+            sizes = [self.pools[DATA][t]["size"] for t in tails if "__multipart_" in t]
+            sizes[0] += sum(self.pools[DATA][t]["size"] for t in tails if "__shadow_" in t)
+            m = multipart(self.bucket, self.marker, key, prefix, sizes)
+        else:
+            prefix = tails[0].split("__shadow_", 1)[1].rsplit("_", 1)[0] + "_" if tails else f".{key}-prefix_"
+            m = single_put(self.bucket, self.marker, key, size, prefix)
+        named = sorted(t.oid for t in tail_objects(decode_manifest(m)))
+        assert named == sorted(tails), (key, named, tails)  # the world's manifests name its captured tails
+        self.head_xattrs[self.head(key)] = {"user.rgw.manifest": m, "user.rgw.tail_tag": f"tag-{key}\0".encode(),
+                                            "user.rgw.idtag": f"tag-{key}\0".encode(), "user.rgw.acl": b"..."}
 
     def index_omap(self, shard: int, shards: int) -> dict[bytes, bytes]:
         """The omap of index shard ``shard`` of ``shards``: every listed key whose name hashes there
@@ -667,6 +693,54 @@ class FakeBulk:
                 del self.w.pools[self.pool][oid]
                 self.w.log.append(f"rados rm {self.pool}/{oid}")
                 out.append(0)
+        return out
+
+    async def xattrs_many(self, objs: list[tuple[str, str]], *, window: int) -> list[dict[str, bytes] | None]:
+        """Every xattr of each head (the world's: manifest, tags, ACL), None where it is gone. Only
+        heads are read: anything else is an unexpected call."""
+        self.windows.append(window)
+        out: list[dict[str, bytes] | None] = []
+        for oid, loc in objs:
+            o = self._obj(oid, loc)
+            if o is None:
+                out.append(None)
+                continue
+            if self.pool != DATA or oid not in self.w.head_xattrs:
+                raise UnexpectedCall(f"getxattrs of {self.pool}/{oid}, not a head")
+            x = dict(self.w.head_xattrs[oid])
+            if not self.w.manifests_readable:
+                x["user.rgw.manifest"] = manifest(explicit=True)
+            out.append(x)
+        return out
+
+    async def refcount_put_many(self, objs: list[tuple[str, str, bytes]], *, window: int) -> list[int]:
+        """cls_refcount put as the OSD runs it: a tag already put changes nothing; the first put
+        drops the object's own (implicit) reference; the object goes when no copy references it;
+        a missing object is ENOENT. Only tails of this world have references."""
+        self.windows.append(window)
+        out = []
+        for oid, loc, tag in objs:
+            o = self._obj(oid, loc)
+            if self.pool != DATA or (o is not None and not any(oid in ts for ts in self.w.tails.values())
+                                     and not o.get("own_dropped")):
+                raise UnexpectedCall(f"refcount put on {self.pool}/{oid}, not a tail")
+            self.w.refcount_puts.append((oid, tag))
+            if o is None:
+                out.append(-errno.ENOENT)
+                continue
+            retired = o.setdefault("retired", set())
+            if tag not in retired:
+                retired.add(tag)
+                if not o.get("own_dropped"):
+                    o["own_dropped"] = True
+                elif o["refs"]:
+                    o["refs"] -= 1
+                if o["refs"]:
+                    o["kept"] = True  # still referenced by a copy: cls_refcount keeps it
+                else:
+                    del self.w.pools[self.pool][oid]
+                    self.w.log.append(f"rados refcount put removed {self.pool}/{oid}")
+            out.append(0)
         return out
 
     async def empty_index_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import asyncio
+import errno
 import email.utils
 import json
 import os
@@ -25,6 +26,7 @@ from rgwkeeper.purge.pacing import CAP_REQUEST_S, MIN_SHARE, Limiter, Pacer, Rat
 from rgwkeeper.purge.plan import DeleteObjects, DropBucket, PurgeRequest, Tuning, plan
 from rgwkeeper.purge.profile import NoSuchBucket, gather_profile
 from tests.unit.fakes import FIXTURES
+from tests.unit.manifest_builder import single_put
 from tests.unit.purge_fakes import DATA, EXTRA, INDEX, World, purge_io
 
 FAST = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0)
@@ -58,14 +60,20 @@ def run(p, io, cp, state=None, settings=FAST, **kw):
 def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_path):
     w = World()
     shared = list(w.tails["big"])
+    multi_tails = list(w.tails["multi"])
     p, io, cp, _ = make(w, tmp_path)
     assert p.method == "direct"
     report = run(p, io, cp)
     assert report.ok, report.checks
-    # Head-only objects went straight to RADOS (the '_' key with its locator); the rest through S3.
+    # Every object went straight to RADOS (the '_' key with its locator): each tail of "big" and
+    # "multi" lost its object's reference, with its head's tail tag, before the head went.
     removed = {line.split("/", 1)[1] for line in w.log if line.startswith(f"rados rm {DATA}/")}
-    assert removed == {w.head(k) for k in ("plain/0", "plain/1", "plain/2", "_underscore")}
-    assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" in line for line in w.log)
+    assert removed == {w.head(k) for k in ("plain/0", "plain/1", "plain/2", "_underscore", "big", "multi")}
+    assert sorted(w.refcount_puts) == sorted([(t, b"tag-big\0") for t in shared] +
+                                             [(t, b"tag-multi\0") for t in multi_tails])
+    first_head_rm = w.log.index(f"rados rm {DATA}/{w.head('multi')}")
+    assert all(w.log.index(f"rados refcount put removed {DATA}/{t}") < first_head_rm for t in multi_tails)
+    assert not any(line.startswith("S3 DeleteObjects") for line in w.log)
     assert "S3 AbortMultipartUpload incomplete" in w.log
     changes = [line for line in w.log if line.startswith(("admin API quota", "rados rm", "S3 Delete", "S3 Abort"))]
     assert changes[0] == "admin API quota max_objects=0"  # the fence comes first
@@ -77,9 +85,95 @@ def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_p
     assert "2 tail objects still referenced by copies" in checks[f"no RADOS objects left in {DATA}"].detail
     assert checks["owner stats synced"].status == "ok"
     c = report.counters
-    assert (c["direct_removed"], c["via_s3"], c["uploads_aborted"], c["objects_deleted"]) == (4, 2, 1, 6)
+    assert (c["direct_removed"], c.get("via_s3", 0), c["uploads_aborted"], c["objects_deleted"]) == (6, 0, 1, 6)
+    assert (c["direct_with_tails"], c["tails_released"]) == (2, len(shared) + len(multi_tails))
     assert json.loads(cp.path.read_text())["status"] == "done"
     assert list(report.step_s) == ["fence", "abort_uploads", "delete_objects", "drop_bucket", "verify"]
+
+
+def test_objects_whose_manifest_it_cannot_read_go_through_s3(tmp_path):
+    w = World()
+    w.manifests_readable = False  # e.g. explicit manifests from before Firefly
+    shared = list(w.tails["big"])
+    p, io, cp, _ = make(w, tmp_path)
+    assert p.method == "direct"
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    removed = {line.split("/", 1)[1] for line in w.log if line.startswith(f"rados rm {DATA}/")}
+    assert removed == {w.head(k) for k in ("plain/0", "plain/1", "plain/2", "_underscore")}
+    assert w.refcount_puts == []
+    assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" in line for line in w.log)
+    assert w.rados_left(DATA) == sorted(shared) and all(w.pools[DATA][t].get("kept") for t in shared)
+    c = report.counters
+    assert (c["direct_removed"], c["via_s3"], c["uploads_aborted"], c["objects_deleted"]) == (4, 2, 1, 6)
+
+
+def test_a_purge_stopped_between_the_tails_and_their_heads_resumes_without_dropping_a_copys_reference(tmp_path):
+    """Killed after the tails lost their references and before the heads went: the resumed run
+    reads the same manifests and puts the same tags again, which changes nothing (cls_refcount
+    retires a tag), so the copy's reference on the shared tails survives."""
+    w = World()
+    shared = list(w.tails["big"])
+    p, io, cp, bulks = make(w, tmp_path)
+    data = io.bulk(DATA)
+    real_remove = data.remove_many
+
+    async def killed(objs, *, window):
+        if any(o == (w.head("big"), "") for o in objs):
+            raise KeyboardInterrupt  # SIGINT, or a kill, right after the puts
+        return await real_remove(objs, window=window)
+
+    data.remove_many = killed  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        run(p, io, cp)
+    assert w.head("big") in w.pools[DATA] and all(w.pools[DATA][t]["refs"] == 1 for t in shared)
+    data.remove_many = real_remove  # type: ignore[method-assign]
+    report = run(p, io, cp, state=cp.load())
+    assert report.ok, report.checks
+    assert w.rados_left(DATA) == sorted(shared)
+    assert all(w.pools[DATA][t]["refs"] == 1 and w.pools[DATA][t]["kept"] for t in shared)  # the copy's reference
+    assert [t for t, tag in w.refcount_puts].count(shared[0]) == 2  # put twice, once per run
+
+
+def test_a_failed_refcount_put_stops_the_purge_before_its_head_goes_and_a_rerun_finishes(tmp_path):
+    w = World()
+    p, io, cp, _ = make(w, tmp_path)
+    data = io.bulk(DATA)
+    real_put = data.refcount_put_many
+    victim = w.tails["multi"][0]
+
+    async def eio_once(objs, *, window):
+        rets = await real_put([o for o in objs if o[0] != victim], window=window)
+        it = iter(rets)
+        return [-errno.EIO if o[0] == victim else next(it) for o in objs]
+
+    data.refcount_put_many = eio_once  # type: ignore[method-assign]
+    with pytest.raises(PurgeFailed, match=f"{victim} refcount put.*EIO"):
+        run(p, io, cp)
+    assert w.head("multi") in w.pools[DATA] and w.exists
+    data.refcount_put_many = real_put  # type: ignore[method-assign]
+    report = run(p, io, cp, state=cp.load())
+    assert report.ok and not w.exists and victim not in w.pools[DATA]
+
+
+@pytest.mark.parametrize("bend", ["storage-class", "other-head", "no-tag"])
+def test_an_object_whose_manifest_does_not_fit_this_bucket_goes_through_s3(tmp_path, bend):
+    w = World()
+    big = w.head("big")
+    prefix = w.tails["big"][0].split("__shadow_", 1)[1].rsplit("_", 1)[0] + "_"
+    if bend == "storage-class":  # tails moved to another storage class's pool by a transition
+        w.head_xattrs[big]["user.rgw.manifest"] = single_put(w.bucket, w.marker, "big", 9 << 20, prefix,
+                                                             placement="default-placement/COLD")
+    elif bend == "other-head":  # a manifest naming another object as its head
+        w.head_xattrs[big]["user.rgw.manifest"] = single_put(w.bucket, w.marker, "other", 9 << 20, prefix)
+    else:
+        del w.head_xattrs[big]["user.rgw.tail_tag"], w.head_xattrs[big]["user.rgw.idtag"]
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" not in line for line in w.log)
+    assert not any(t == w.tails.get("big", [None])[0] for t, _ in w.refcount_puts)
+    assert report.counters["via_s3"] == 1 and report.counters["direct_with_tails"] == 1
 
 
 def crash_after_pages(n: int):
@@ -132,6 +226,7 @@ def test_entries_the_listing_missed_are_swept_before_the_index_is_dropped(tmp_pa
 
 def test_a_refused_batch_stops_the_purge_and_a_rerun_finishes_it(tmp_path):
     w = World()
+    w.manifests_readable = False  # objects with tails go through S3
     w.fail_delete_keys = {"big"}
     p, io, cp, _ = make(w, tmp_path)
     with pytest.raises(PurgeFailed, match="1 of 2 keys refused, e.g. 'big': AccessDenied"):
@@ -1073,7 +1168,7 @@ def test_a_capped_purge_deletes_no_faster_than_its_cap(tmp_path, method):
     assert report.ok, report.checks
     assert report.pacing["max_objects_per_second"] == 8.0
     batches = [line for line in w.log if line.startswith("S3 DeleteObjects")]
-    assert batches and all(line.count("'") // 2 <= 8 for line in batches)
+    assert (batches or method == "direct") and all(line.count("'") // 2 <= 8 for line in batches)
     deleted = report.counters["objects_deleted"] + report.counters.get("delete_markers_deleted", 0)
     assert deleted > 40
     if method == "direct":
@@ -1315,6 +1410,7 @@ def test_a_direct_purge_runs_gc_when_gc_already_holds_objects_of_the_bucket(tmp_
 
 def test_a_direct_purge_that_sent_objects_through_s3_runs_gc_without_looking_first(tmp_path):
     w = World()
+    w.manifests_readable = False  # objects with tails go through S3
     p, io, cp, _ = make(w, tmp_path)
     report = run(p, io, cp)
     assert report.ok and report.counters["via_s3"] == 2

@@ -15,6 +15,8 @@ import pytest
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import InvalidName, UsageError
 from rgwkeeper import lifecycle as lc
+from rgwkeeper import releases
+from rgwkeeper.releases import behaviour
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.plan import (EVERYTHING, STEP_TYPES, DeleteObjects, DropBucket, NotNow, Plan, PurgeRequest,
                                   Scope, Step, Tuning, Verify, plan, refusal, render_admin)
@@ -161,7 +163,6 @@ def test_direct_plan_shows_exact_commands():
     ({"zones": 2}, "2 zones"),
     ({"release": "quincy"}, "this cluster runs quincy"),
     ({"indexless": True}, "indexless"),
-    ({"size_bytes": 6 * (8 << 20)}, "above the head chunk"),
 ])
 def test_auto_falls_back_to_s3_and_says_why(changes, why):
     p = plan(mixed(**changes), PurgeRequest("capture-mixed"), now=NOW)
@@ -169,6 +170,23 @@ def test_auto_falls_back_to_s3_and_says_why(changes, why):
     assert why in dict(p.rejected)["direct"]
     assert kinds(p) == ["fence", "abort_uploads", "delete_objects", "delete_bucket", "verify"]
     assert "radosgw-admin gc process --include-all" in p.commands()
+
+
+def test_large_objects_go_direct_where_the_release_releases_tails_and_through_s3_where_not(monkeypatch):
+    large = mixed(size_bytes=6 * (8 << 20))
+    p = plan(large, PurgeRequest("capture-mixed"), now=NOW)
+    assert p.method == "direct" and behaviour(large.release).direct_tails
+    step = next(s for s in p.steps if s.kind == "delete_objects")
+    assert step.tails_placement == "default-placement"
+    assert any("cls_refcount put" in c and "user.rgw.tail_tag" in c for c in step.calls)
+    assert any("as RGW's GC does" in r for r in p.reasons)
+    monkeypatch.setitem(releases.RELEASES, large.release,
+                        dataclasses.replace(releases.RELEASES[large.release], direct_tails=False))
+    p = plan(large, PurgeRequest("capture-mixed"), now=NOW)
+    assert p.method == "s3" and "above the head chunk" in dict(p.rejected)["direct"]
+    direct = plan(large, PurgeRequest("capture-mixed", method="direct"), now=NOW)
+    step = next(s for s in direct.steps if s.kind == "delete_objects")
+    assert step.tails_placement == "" and not any("cls_refcount put" in c for c in step.calls)
 
 
 @pytest.mark.parametrize("changes", [{}, {"size_bytes": 6 * (8 << 20)}, {"release": "quincy"}])
