@@ -6,10 +6,10 @@ prefix RGW picked at upload, name every tail object (``<marker>__shadow_<prefix>
 PUT, ``<marker>__multipart_<key>.<upload>.<part>`` and ``__shadow_..._<part>_<stripe>`` for a
 multipart object). RGW's GC walks the manifest with ``RGWObjManifest::obj_iterator``; this module is
 a port of that decoding and that walk for the rule-based manifests RGW has written since Firefly,
-and nothing more. Whatever it does not know (an explicit manifest from before Firefly, a manifest
-whose head has several rules, a cloud-tiered object, a newer encoding it cannot read, a
-truncated or inconsistent one) raises :class:`ManifestError`, and the caller leaves that object to
-RGW. docs/purge.md ("Tails without GC") says how it is checked against ``bucket radoslist`` on
+and nothing more. Whatever it does not know (an explicit manifest from before Firefly, a head
+holding data with part rules, a cloud-tiered object, a newer encoding it cannot read, a
+truncated or inconsistent one, one naming more RADOS objects than S3's largest object has)
+raises :class:`ManifestError`, and the caller leaves that object to RGW. docs/purge.md ("Tails without GC") says how it is checked against ``bucket radoslist`` on
 every supported release.
 """
 from __future__ import annotations
@@ -262,6 +262,13 @@ def _implicit(m: Manifest, part_id: int, stripe: int, ofs: int, override_prefix:
     return _raw(bucket, _Key(name, m.tail_instance, ns), m.tail_placement)
 
 
+def estimated_locations(m: Manifest) -> int:
+    """At least how many RADOS objects the walk names: the data past the head in stripes of the
+    largest stripe size (a part rule adds one per part), cheap to compute before walking."""
+    largest = max((rule.stripe_max_size for _, rule in m.rules), default=0)
+    return 1 + max(0, m.obj_size - m.head_size) // largest if largest else 0
+
+
 def locations(m: Manifest) -> list[RawObject]:
     """Every RADOS object of the object, head first when it holds data: the walk of Ceph's
     ``obj_iterator`` from offset 0 to the object's size (``seek(0)``, then ``operator++``)."""
@@ -277,10 +284,13 @@ def locations(m: Manifest) -> list[RawObject]:
         raise ManifestError(f"a first rule at offset {starts[0]}")
     if m.head_size == 0 and rules[0].start_ofs != 0:  # seek(0) would count parts from a negative offset
         raise ManifestError(f"no head, and a first rule starting at {rules[0].start_ofs}")
-    if m.head_size > 0 and len(rules) > 1:
-        raise ManifestError("a head with several rules (an appended object)")
+    if m.head_size > 0 and (len(rules) > 1 or rules[0].part_size > 0):
+        # RGW writes neither; Ceph's own iterator leaves next_rule_iter unset for them.
+        raise ManifestError("a head holding data with part rules")
     if any(rule.stripe_max_size == 0 for rule in rules):
         raise ManifestError("a rule with stripe size 0")
+    if estimated_locations(m) > MAX_LOCATIONS:
+        raise ManifestError(f"more than {MAX_LOCATIONS:,} RADOS objects")
 
     rule_i = 0
     override = rules[0].override_prefix
@@ -292,8 +302,9 @@ def locations(m: Manifest) -> list[RawObject]:
         # operator++ from the head: the first stripe after it is stripe 1 of rule 0
         ofs = stripe_ofs = min(m.head_size, m.obj_size)
         stripe = 1
-        if ofs < m.obj_size:
-            out.append(_implicit(m, part_id, stripe, ofs, override))
+        if ofs >= m.obj_size:
+            return out
+        out.append(_implicit(m, part_id, stripe, ofs, override))
     else:
         stripe = 0
         out.append(_implicit(m, part_id, stripe, ofs, override))

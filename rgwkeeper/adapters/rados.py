@@ -500,6 +500,9 @@ class BulkObjects:
         self._ios: dict[tuple[bool, bool], Any] = {}  # (located, full_try) -> ioctx
         self._extra_ios: list[Any] = []  # xattrs_many's, one per reader thread, reused
         self._spare_ios: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._readers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._readers_width = 0
+        self._retired_readers: list[concurrent.futures.ThreadPoolExecutor] = []
         self._open_lock = threading.Lock()
         self._loc_lock = threading.Lock()
 
@@ -731,11 +734,28 @@ class BulkObjects:
                 spare.put(io)
 
         def run() -> list[dict[str, bytes] | None]:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, window),
-                                                       thread_name_prefix="rgwkeeper-xattrs") as pool:
-                return list(pool.map(one, objs))
+            pool = self._xattr_pool(window)
+            slots = threading.Semaphore(max(1, window))  # the pool may be wider (an earlier, wider call)
+
+            def bounded(obj: tuple[str, str]) -> dict[str, bytes] | None:
+                with slots:
+                    return one(obj)
+
+            return list(pool.map(bounded, objs))
 
         return await self._call(f"getxattrs of {len(objs)} objects", run, self._batch_timeout(len(objs), window))
+
+    def _xattr_pool(self, window: int) -> concurrent.futures.ThreadPoolExecutor:
+        """The reader threads, kept for the object's life (a pool per call would start threads per page)."""
+        with self._open_lock:
+            if self._readers is None or self._readers_width < window:
+                if self._readers is not None:
+                    self._retired_readers.append(self._readers)
+                    self._readers.shutdown(wait=False)
+                self._readers = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, window),
+                                                                      thread_name_prefix="rgwkeeper-xattrs")
+                self._readers_width = window
+            return self._readers
 
     def _own_ioctx(self) -> Any:
         """A new ioctx on the pool, closed with the others (for callers that each need their own)."""
@@ -763,8 +783,9 @@ class BulkObjects:
             io.operate_aio_write_op(op, oid, oncomplete=cb)
 
         def run() -> list[int]:
-            try:
-                return [ret for ret, _ in self._windowed([(o, loc) for o, loc, _ in objs], window, submit)]
+            try:  # full-try, as removals: a put that drops the last reference frees space on a full cluster
+                return [ret for ret, _ in self._windowed([(o, loc) for o, loc, _ in objs], window, submit,
+                                                         removal=True)]
             finally:
                 for op in ops:
                     op.release()
@@ -772,11 +793,23 @@ class BulkObjects:
         return await self._call(f"refcount put on {len(objs)} objects", run, self._batch_timeout(len(objs), window))
 
     def close(self) -> None:
-        for io in [*self._ios.values(), *self._extra_ios]:
+        readers = [r for r in (*self._retired_readers, self._readers) if r is not None]
+        extra = self._extra_ios
+
+        def close_extra() -> None:
+            for r in readers:  # a reader still in get_xattrs (a call that timed out) keeps its ioctx until done
+                r.shutdown(wait=True, cancel_futures=True)
+            for io in extra:
+                io.close()
+
+        for io in self._ios.values():
             self.rados.submit(io.close)
+        if readers or extra:
+            self.rados.submit(close_extra)
         self._ios = {}
         self._extra_ios = []
         self._spare_ios = queue.SimpleQueue()
+        self._readers, self._retired_readers, self._readers_width = None, [], 0
 
 
 def refcount_put_op(tag: bytes) -> bytes:

@@ -12,7 +12,8 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
-from rgwkeeper.adapters.manifest import ManifestError, decode_manifest, head_object, tail_objects
+from rgwkeeper.adapters.manifest import (Manifest, ManifestError, RawObject, decode_manifest, estimated_locations,
+                                         head_object, tail_objects)
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
 from rgwkeeper.purge.checkpoint import Ledger
@@ -30,9 +31,14 @@ CAP_LATE_SHARE = 0.1
 CAP_EARLY_SHARE = 0.5
 RECHECK_IN_FLIGHT = 16  # re-check calls in flight (all batches together) before their deletes
 
-#: An object whose tails this run releases: (its entry, its head (oid, locator), its tails as
-#: (oid, locator, tag)).
-Tailed = tuple[Entry, tuple[str, str], list[tuple[str, str, bytes]]]
+#: An object whose tails this run releases: (its entry, its head (oid, locator), its manifest,
+#: the tag its tails' references are put with).
+Tailed = tuple[Entry, tuple[str, str], Manifest, bytes]
+#: Tails put, and their heads removed, per round: bounds the memory and the write ops held for
+#: a page of very large objects (a 5 TiB object has 1.3 million tails).
+TAILS_PER_ROUND = 20_000
+#: RGW's appendable objects carry it; their manifests are not in the captures: through S3.
+APPEND_XATTR = "user.rgw.append_part_num"
 
 #: A blocking check of one listed entry just before its delete (a HEAD, perhaps its tags):
 #: True if it is still to be deleted. Keys written again since the listing are kept.
@@ -191,8 +197,9 @@ class HeadDeleter:
         return remove, gone, others
 
     async def with_tails(self, entries: list[Entry]) -> tuple[list[Tailed], int, list[Entry]]:
-        """(entries whose tails this run releases, with their heads and tails; heads already
-        gone; the entries that must go through S3). Only with ``tails_placement``."""
+        """(entries whose tails this run releases, with their heads, manifests and tags; heads
+        already gone; the entries that must go through S3). Only with ``tails_placement``. The
+        manifests are decoded here; their tails are named later, a round at a time (_release)."""
         if self.tails_placement is None or not entries:
             return [], 0, entries
         heads = [head_oid(self.marker, e["Key"]) for e in entries]
@@ -204,31 +211,79 @@ class HeadDeleter:
             if xattrs is None:
                 gone += 1  # removed by an earlier, interrupted run, after its tails: its index entry is still there
                 continue
-            tails = self._tails(e, head, xattrs)
-            if tails is None:
+            fits = self._fits(e, head, xattrs)
+            if fits is None:
                 others.append(e)
             else:
-                tailed.append((e, head, tails))
+                tailed.append((e, head, *fits))
         return tailed, gone, others
 
-    def _tails(self, e: Entry, head: tuple[str, str], xattrs: dict[str, bytes]) -> list[tuple[str, str, bytes]] | None:
-        """The tails of one object as (oid, locator, tag), or None if RGW must delete it."""
+    def _fits(self, e: Entry, head: tuple[str, str], xattrs: dict[str, bytes]) -> tuple[Manifest, bytes] | None:
+        """(manifest, tag) of an object whose tails this run may release, or None if RGW must
+        delete it: no manifest or tag, an appendable object, a manifest the decoder refuses,
+        one naming another head, or tails in another placement or storage class."""
         tag = xattrs.get(TAIL_TAG_XATTR) or xattrs.get(ID_TAG_XATTR)
-        if MANIFEST_XATTR not in xattrs or not tag:
-            log.debug("purge: no manifest or tag, through S3", key=e["Key"])
+        if MANIFEST_XATTR not in xattrs or not tag or APPEND_XATTR in xattrs:
+            log.debug("purge: no manifest or tag, or appendable: through S3", key=e["Key"])
             return None
         try:
             m = decode_manifest(xattrs[MANIFEST_XATTR])
-            tails = tail_objects(m)
             own = head_object(m)
         except ManifestError as exc:
             log.debug("purge: manifest not handled, through S3", key=e["Key"], why=str(exc))
             return None
         rule = self.tails_placement or ""
-        if (own.oid, own.locator) != head or any(t.placement not in (rule, f"{rule}/STANDARD") for t in tails):
+        if (own.oid, own.locator) != head or (m.obj_size > m.head_size and
+                                              m.tail_placement not in (rule, f"{rule}/STANDARD")):
             log.debug("purge: head or tail placement not this bucket's, through S3", key=e["Key"])
             return None
-        return [(t.oid, t.locator, tag) for t in tails]
+        return m, tag
+
+    async def _release(self, tailed: list[Tailed], plain: list[tuple[str, str]]) -> tuple[list[Tailed], list[Entry]]:
+        """Put each tail's reference, then remove the heads, a round of at most TAILS_PER_ROUND
+        tails at a time (an object larger than that is a round of its own); the first round's
+        removals also take ``plain``, the heads of head-only objects. Returns (the objects done,
+        the entries whose manifest the walk refused: through S3)."""
+        done: list[Tailed] = []
+        refused: list[Entry] = []
+        rounds: list[list[Tailed]] = [[]]  # one round, maybe empty: the plain heads go in it
+        weight = 0
+        for t in tailed:
+            n = estimated_locations(t[2])
+            if rounds[-1] and weight + n > TAILS_PER_ROUND:
+                rounds.append([])
+                weight = 0
+            rounds[-1].append(t)
+            weight += n
+        for group in rounds:
+            walked = await asyncio.to_thread(_walk, group) if group else []  # a large manifest's walk is CPU work
+            tails: list[tuple[str, str, bytes]] = []
+            ok: list[Tailed] = []
+            for t, named in zip(group, walked):
+                if isinstance(named, ManifestError):
+                    log.debug("purge: manifest not handled, through S3", key=t[0]["Key"], why=str(named))
+                    refused.append(t[0])
+                    continue
+                ok.append(t)
+                tails += [(o.oid, o.locator, t[3]) for o in named]
+            # Tails first, then heads: a run stopped in between finds the head and its manifest
+            # again, and a second put of the same tag changes nothing (cls_refcount retires it).
+            rets = await self.many(self.data.refcount_put_many, tails) if tails else []
+            missing = 0
+            for (oid, _, _), ret in zip(tails, rets):
+                check_removed(self.pool, oid, ret, what="refcount put")
+                missing += ret == -errno.ENOENT
+            if missing:
+                log.info("purge: tails already gone (an earlier run released them, or they never existed)",
+                         missing=missing, of=len(tails))
+            objs = [*plain, *(t[1] for t in ok)]
+            plain = []
+            rets = await self.many(self.data.remove_many, objs) if objs else []
+            for obj, ret in zip(objs, rets):
+                check_removed(self.pool, obj[0], ret)
+            self.ledger.count(tails_released=len(tails) - missing, **({"tails_missing": missing} if missing else {}))
+            done += ok
+        return done, refused
 
     async def remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
         """Remove the heads of head-only objects; return the entries that must go through S3.
@@ -246,31 +301,34 @@ class HeadDeleter:
         remove, gone, others = await self.head_only(entries)
         tailed, tailed_gone, others = await self.with_tails(others)
         gone += tailed_gone
-        remove += [(e, head) for e, head, _ in tailed]
-        if not remove and not gone:
+        if not remove and not tailed and not gone:
             return others
-        await self.cap.take(len(remove))  # capped, ``remove`` already holds one request's worth (remove())
-        if self.cap.rate > 0 and remove:
-            self._follow_the_cap(len(remove))
-        tails = [t for _, _, ts in tailed for t in ts]
-        if tails:
-            # Tails first, then heads: a run stopped in between finds the head and its manifest
-            # again, and a second put of the same tag changes nothing.
-            rets = await self.many(self.data.refcount_put_many, tails)
-            for (oid, _, _), ret in zip(tails, rets):
-                check_removed(self.pool, oid, ret, what="refcount put")
-        rets = await self.many(self.data.remove_many, [o for _, o in remove])
-        removed_bytes = 0
-        for (e, obj), ret in zip(remove, rets):
-            check_removed(self.pool, obj[0], ret)
-            removed_bytes += e["Size"]
-        self.ledger.count(index_left=len(remove) + gone, direct_removed=len(remove),
-                          **({"tails_released": len(tails), "direct_with_tails": len(tailed)} if tailed else {}))
+        n = len(remove) + len(tailed)
+        await self.cap.take(n)  # capped, ``entries`` already holds one request's worth (remove()); tails ride with their objects
+        if self.cap.rate > 0 and n:
+            self._follow_the_cap(n)
+        done, refused = await self._release(tailed, [o for _, o in remove])
+        others += refused
+        removed = [e for e, _ in remove] + [t[0] for t in done]
+        removed_bytes = sum(e["Size"] for e in removed)
+        self.ledger.count(index_left=len(removed) + gone, direct_removed=len(removed),
+                          **({"direct_with_tails": len(done)} if done else {}))
         if not sweep:
-            self.ledger.count(objects_deleted=len(remove) + gone, bytes_deleted=removed_bytes)
-        elif len(remove):
-            self.ledger.count(objects_deleted=len(remove), bytes_deleted=removed_bytes)
+            self.ledger.count(objects_deleted=len(removed) + gone, bytes_deleted=removed_bytes)
+        elif removed:
+            self.ledger.count(objects_deleted=len(removed), bytes_deleted=removed_bytes)
         return others
+
+
+def _walk(group: list[Tailed]) -> list[list[RawObject] | ManifestError]:
+    """Each object's tails, or why its manifest cannot be walked (on a worker thread)."""
+    out: list[list[RawObject] | ManifestError] = []
+    for _, _, m, _ in group:
+        try:
+            out.append(tail_objects(m))
+        except ManifestError as exc:
+            out.append(exc)
+    return out
 
 
 def check_removed(pool: str, oid: str, ret: int, *, what: str = "remove") -> None:

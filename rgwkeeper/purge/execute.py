@@ -399,7 +399,8 @@ class PurgeExecutor:
                 raise ClusterFull(
                     f"purge of {p.bucket!r} stopped: removed {freed:,} head-only objects ({human_bytes(freed_bytes)}) "
                     f"with librados full-try, but after {wait_s:.0f} s {full.describe()}; left: objects with tails, "
-                    "the index and the bucket's metadata, which need RGW to write: run the same command with "
+                    "the index and the bucket's metadata, which go after the fence, and the fence needs RGW to "
+                    "write: run the same command with "
                     "--raise-full-ratio R to finish (it resumes from its checkpoint)")
             await self.time.sleep(min(FULL_POLL_S, max(0.0, deadline - self.time.clock())))
 

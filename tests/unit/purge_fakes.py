@@ -34,6 +34,7 @@ from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid, index_name
 from rgwkeeper.adapters.manifest import decode_manifest, tail_objects
 from tests.unit.fakes import UnexpectedCall, load_fixture
+from tests.unit.manifest_builder import bucket as mb_bucket
 from tests.unit.manifest_builder import manifest, multipart, single_put
 
 DATA = "default.rgw.buckets.data"
@@ -180,7 +181,27 @@ class World:
         named = sorted(t.oid for t in tail_objects(decode_manifest(m)))
         assert named == sorted(tails), (key, named, tails)  # the world's manifests name its captured tails
         self.head_xattrs[self.head(key)] = {"user.rgw.manifest": m, "user.rgw.tail_tag": f"tag-{key}\0".encode(),
-                                            "user.rgw.idtag": f"tag-{key}\0".encode(), "user.rgw.acl": b"..."}
+                                            "user.rgw.idtag": f"id-{key}\0".encode(), "user.rgw.acl": b"..."}
+
+    def add_imported(self, key: str, source_marker: str = "src.9") -> list[str]:
+        """An object of this bucket copied from another bucket: its tails carry that bucket's
+        marker, hold the source's implicit reference and this object's tag. Returns the tails."""
+        prefix = f".{key}-src_"
+        tails = [f"{source_marker}__shadow_{prefix}{n}" for n in (1, 2)]
+        size = 9 << 20
+        self.index[key] = {"Key": key, "Size": size, "ETag": '"0123456789abcdef0123456789abcdef"',
+                           "LastModified": datetime.datetime.now(datetime.timezone.utc), "StorageClass": "STANDARD"}
+        self.pools[DATA][self.head(key)] = {"size": 4 << 20, "locator": "", "refs": 0}
+        for t in tails:
+            self.pools[DATA][t] = {"size": 4 << 20, "locator": "", "refs": 1,
+                                   "refset": {"": True, f"tag-{key}\0": True}}
+        self.tails[key] = tails
+        m = manifest(obj_size=size, key=key, prefix=prefix, head_bucket=mb_bucket(self.bucket, self.marker),
+                     tail_bucket=mb_bucket("source", source_marker))
+        self.head_xattrs[self.head(key)] = {"user.rgw.manifest": m, "user.rgw.tail_tag": f"tag-{key}\0".encode(),
+                                            "user.rgw.idtag": f"id-{key}\0".encode()}
+        self.stats["usage"]["rgw.main"]["num_objects"] += 1
+        return tails
 
     def index_omap(self, shard: int, shards: int) -> dict[bytes, bytes]:
         """The omap of index shard ``shard`` of ``shards``: every listed key whose name hashes there
@@ -714,28 +735,28 @@ class FakeBulk:
         return out
 
     async def refcount_put_many(self, objs: list[tuple[str, str, bytes]], *, window: int) -> list[int]:
-        """cls_refcount put as the OSD runs it: a tag already put changes nothing; the first put
-        drops the object's own (implicit) reference; the object goes when no copy references it;
-        a missing object is ENOENT. Only tails of this world have references."""
+        """cls_refcount put as the OSD runs it (implicit_ref set): a tag already put changes nothing;
+        otherwise the tag's own reference goes if the object holds it, else the implicit one; the
+        object goes with its last reference; a missing object is ENOENT. A tail starts with RGW's
+        implicit reference and one per copy (``refs``). Only tails of this world have references."""
         self.windows.append(window)
         out = []
         for oid, loc, tag in objs:
             o = self._obj(oid, loc)
             if self.pool != DATA or (o is not None and not any(oid in ts for ts in self.w.tails.values())
-                                     and not o.get("own_dropped")):
+                                     and "refset" not in o):
                 raise UnexpectedCall(f"refcount put on {self.pool}/{oid}, not a tail")
             self.w.refcount_puts.append((oid, tag))
             if o is None:
                 out.append(-errno.ENOENT)
                 continue
+            refs = o.setdefault("refset", {"": True, **{f"copy-{i}\0": True for i in range(o["refs"])}})
             retired = o.setdefault("retired", set())
-            if tag not in retired:
-                retired.add(tag)
-                if not o.get("own_dropped"):
-                    o["own_dropped"] = True
-                elif o["refs"]:
-                    o["refs"] -= 1
-                if o["refs"]:
+            key = tag.decode(errors="replace")
+            if key not in retired and (key in refs or "" in refs):
+                retired.add(key)
+                del refs[key if key in refs else ""]
+                if refs:
                     o["kept"] = True  # still referenced by a copy: cls_refcount keeps it
                 else:
                     del self.w.pools[self.pool][oid]

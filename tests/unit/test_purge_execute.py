@@ -126,12 +126,13 @@ def test_a_purge_stopped_between_the_tails_and_their_heads_resumes_without_dropp
     data.remove_many = killed  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         run(p, io, cp)
-    assert w.head("big") in w.pools[DATA] and all(w.pools[DATA][t]["refs"] == 1 for t in shared)
+    copy_only = {"copy-0\0": True}  # the copy's reference, RGW's implicit one gone
+    assert w.head("big") in w.pools[DATA] and all(w.pools[DATA][t]["refset"] == copy_only for t in shared)
     data.remove_many = real_remove  # type: ignore[method-assign]
     report = run(p, io, cp, state=cp.load())
     assert report.ok, report.checks
     assert w.rados_left(DATA) == sorted(shared)
-    assert all(w.pools[DATA][t]["refs"] == 1 and w.pools[DATA][t]["kept"] for t in shared)  # the copy's reference
+    assert all(w.pools[DATA][t]["refset"] == copy_only and w.pools[DATA][t]["kept"] for t in shared)
     assert [t for t, tag in w.refcount_puts].count(shared[0]) == 2  # put twice, once per run
 
 
@@ -168,12 +169,39 @@ def test_an_object_whose_manifest_does_not_fit_this_bucket_goes_through_s3(tmp_p
         w.head_xattrs[big]["user.rgw.manifest"] = single_put(w.bucket, w.marker, "other", 9 << 20, prefix)
     else:
         del w.head_xattrs[big]["user.rgw.tail_tag"], w.head_xattrs[big]["user.rgw.idtag"]
+    big_tails = list(w.tails["big"])
     p, io, cp, _ = make(w, tmp_path)
     report = run(p, io, cp)
     assert report.ok, report.checks
     assert any(line.startswith("S3 DeleteObjects") and "'big'" in line and "'multi'" not in line for line in w.log)
-    assert not any(t == w.tails.get("big", [None])[0] for t, _ in w.refcount_puts)
+    assert not any(t in big_tails for t, _ in w.refcount_puts) and any(w.refcount_puts)
     assert report.counters["via_s3"] == 1 and report.counters["direct_with_tails"] == 1
+
+
+def test_an_object_copied_in_from_another_bucket_drops_only_its_own_reference(tmp_path):
+    """Its tails are the source bucket's: the put must use this object's tail tag (not its id
+    tag), so the source keeps its implicit reference and its data."""
+    w = World()
+    tails = w.add_imported("imported")
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    assert sorted(tag for t, tag in w.refcount_puts if t in tails) == [b"tag-imported\0"] * 2
+    assert all(w.pools[DATA][t]["refset"] == {"": True} and w.pools[DATA][t]["kept"] for t in tails)
+    assert w.head("imported") not in w.pools[DATA]
+    assert report.counters["direct_with_tails"] == 3
+
+
+def test_tails_already_gone_are_counted_apart_not_as_released(tmp_path):
+    w = World()
+    gone = w.tails["multi"][:2]
+    for t in gone:
+        del w.pools[DATA][t]
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    c = report.counters
+    assert (c["tails_missing"], c["tails_released"]) == (2, 3)  # 5 tails (big 2, multi 3), 2 already gone
 
 
 def crash_after_pages(n: int):
