@@ -203,7 +203,9 @@ def test_the_manifest_decoder_names_every_rados_object_radoslist_names(ceph_clus
                     named += [head_object(m).oid, *(t.oid for t in tail_objects(m))]
                 proc = radosgw_admin(ceph_cluster, "bucket", "radoslist", "--bucket", bucket)
                 assert proc.returncode == 0, proc.stderr[-2000:]
-                assert sorted(named) == sorted(proc.stdout.split()), bucket
+                # As sets: a copy within the bucket shares its source's tails, and Pacific's radoslist
+                # prints the first object of a part uploaded twice once more (16.2.15).
+                assert set(named) == set(proc.stdout.split()), bucket
         finally:
             data.close()
 

@@ -41,7 +41,17 @@ def test_heads_and_tails_are_what_radoslist_names(release: str) -> None:
             m = decode_manifest(raw(obj))
             named.append(head_object(m).oid)
             named.extend(t.oid for t in tail_objects(m))
-        assert sorted(named) == b["radoslist"], (release, bucket)
+        # As sets: a copy within the bucket shares its source's tails, and Pacific's radoslist
+        # prints the first object of a part uploaded twice once more (16.2.15).
+        assert set(named) == set(b["radoslist"]), (release, bucket)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_an_objects_tails_are_named_once_each(release: str) -> None:
+    for b in capture(release).values():
+        for key, obj in b["objects"].items():
+            tails = [(t.oid, t.locator) for t in tail_objects(decode_manifest(raw(obj)))]
+            assert len(tails) == len(set(tails)), key
 
 
 @pytest.mark.parametrize("release", RELEASES)
