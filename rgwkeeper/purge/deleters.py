@@ -286,7 +286,8 @@ class HeadDeleter:
         return done, refused
 
     async def remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
-        """Remove the heads of head-only objects; return the entries that must go through S3.
+        """Remove head-only objects and, with ``tails_placement``, objects with tails; return the
+        entries that must go through S3.
         In a sweep, heads already gone were counted as deleted by the first pass. Under a rate
         cap, each of its requests stats its own objects just before removing them, so the
         reads are spread as the removals are (not a page of stats at once)."""
