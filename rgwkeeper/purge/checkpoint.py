@@ -44,7 +44,8 @@ class State:
 CRASH_ENV = "RGWKEEPER_INJECT_CRASH_AFTER_CURSORS"
 #: The same at a named point: "before-step:<kind>" right after the checkpoint that begins that
 #: step reaches the disk (e.g. "before-step:verify": between the last change and the read-back),
-#: or "owner-sync" as the owner's stats sync begins (the bucket gone, the drop's step unfinished).
+#: "owner-sync" as the owner's stats sync begins (the bucket gone, the drop's step unfinished),
+#: or "tails-released" once a round's tails lost their references, before its heads are removed.
 CRASH_AT_ENV = "RGWKEEPER_INJECT_CRASH_AT"
 
 

@@ -16,7 +16,7 @@ from rgwkeeper.adapters.manifest import (Manifest, ManifestError, RawObject, dec
                                          head_object, tail_objects)
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.adapters.s3 import S3Adapter
-from rgwkeeper.purge.checkpoint import Ledger
+from rgwkeeper.purge.checkpoint import Ledger, crash_point
 from rgwkeeper.purge.layout import ID_TAG_XATTR, MANIFEST_XATTR, TAIL_TAG_XATTR, XATTR_THREADS, head_oid
 from rgwkeeper.purge.lister import Entry
 from rgwkeeper.purge.pacing import Limiter, Pacer, RateCap
@@ -276,6 +276,8 @@ class HeadDeleter:
             if missing:
                 log.info("purge: tails already gone (an earlier run released them, or they never existed)",
                          missing=missing, of=len(tails))
+            if tails:
+                crash_point("tails-released")  # tests only: killed between the puts and their heads
             objs = [*plain, *(t[1] for t in ok)]
             plain = []
             rets = await self.many(self.data.remove_many, objs) if objs else []

@@ -174,6 +174,26 @@ def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph
 
 
 @pytest.mark.releases("tentacle", "reef", "pacific")
+def test_a_direct_purge_killed_between_the_tails_and_their_heads_resumes_and_copies_read_back(
+        ceph_cluster, s3, bucket_name, tmp_path):
+    """SIGKILL once the tails lost this bucket's references and before their heads went: the
+    rerun reads the same manifests, puts the same tags again (cls_refcount retires a tag, so
+    nothing changes) and finishes; the copies in the other bucket still read back."""
+    b, copies = bucket_name, bucket_name + "-copies"
+    big, marker = mixed_bucket_with_copies(ceph_cluster, s3, b, copies)
+    argv = cli_argv(ceph_cluster, tmp_path, "purge", b, "--yes")
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240,
+                          env={**ceph_cluster.env(), "RGWKEEPER_INJECT_CRASH_AT": "tails-released"})
+    assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert rados_ls(ceph_cluster, DATA_POOL, f"{marker}_big")  # the head outlived its tails' puts
+
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json").stdout)
+
+    assert doc["ok"] and doc["method"] == "direct" and doc["resumed"] == 1, doc["checks"]
+    assert_only_shared_tails_left_and_copies_read_back(ceph_cluster, s3, b, copies, big, marker)
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
 def test_the_manifest_decoder_names_every_rados_object_radoslist_names(ceph_cluster, cluster_access, s3, bucket_name):
     """The direct purge releases tails by the head's manifest: for each object of
     tests/fixtures/capture_manifest.py (tails, multipart with striped parts, a '_' key, copies
