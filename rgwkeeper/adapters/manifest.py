@@ -9,8 +9,8 @@ a port of that decoding and that walk for the rule-based manifests RGW has writt
 and nothing more. Whatever it does not know (an explicit manifest from before Firefly, a head
 holding data with part rules, a cloud-tiered object, a newer encoding it cannot read, a
 truncated or inconsistent one, one naming more RADOS objects than S3's largest object has)
-raises :class:`ManifestError`, and the caller leaves that object to RGW. docs/purge.md ("Tails without GC") says how it is checked against ``bucket radoslist`` on
-every supported release.
+raises :class:`ManifestError`, and the caller leaves that object to RGW. docs/purge.md ("Tails
+without GC") says how it is checked against ``bucket radoslist`` on every supported release.
 """
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ class _Reader:
 
 
 def _pool(r: _Reader) -> str:
-    v, end = r.begin("rgw_pool", 10, 10, 3, 3)
+    _, end = r.begin("rgw_pool", 10, 10, 3, 3)
     name = r.string()
     ns = r.string()
     r.finish("rgw_pool", end)
