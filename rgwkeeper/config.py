@@ -81,7 +81,7 @@ class RgwSection:
     )
     credentials_file: str | None = opt(
         None, "TOML file with access_key and secret_key of a user with admin caps "
-        "(buckets=*; users=read; usage=read; metadata=read). Must be mode 0600."
+        "(buckets=*; users=read; usage=read; metadata=read; zone=read). Must be mode 0600."
     )
     data_pools: list[str] = opt(
         [], "RGW data pools whose client I/O counts as RGW write load. Empty: every pool "

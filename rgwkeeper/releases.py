@@ -41,9 +41,9 @@ class Release:
 
 RELEASES: dict[str, Release] = {r.name: r for r in (
     #        name        major  shard_reduction  min_shards  direct_drop    lc_one_bucket  size_filters  default_op_queue    direct_tails
-    Release("pacific",   16,    False,           False,      "metadata-rm", False,         False,        "wpq",              True),
+    Release("pacific",   16,    False,           False,      "empty-index", False,         False,        "wpq",              True),
     Release("quincy",    17,    False,           False,      None,          True,          False,        "mclock_scheduler", False),
-    Release("reef",      18,    False,           False,      "metadata-rm", True,          True,         "mclock_scheduler", True),
+    Release("reef",      18,    False,           False,      "empty-index", True,          True,         "mclock_scheduler", True),
     Release("squid",     19,    False,           False,      None,          True,          True,         "mclock_scheduler", False),
     Release("tentacle",  20,    True,            True,       "empty-index", True,          True,         "mclock_scheduler", True),
 )}

@@ -72,7 +72,7 @@ class AdminApi:
             raise NotFound(what, type(exc).__name__) from None
         except rgwexc.AccessDenied:
             raise CephError(what, "AccessDenied: the admin user lacks the caps for this "
-                                  "(needs buckets=*; users=read; usage=read; metadata=read)") from None
+                                  "(needs buckets=*; users=read; usage=read; metadata=read; zone=read)") from None
         except rgwexc.ServerDown:
             raise CephUnreachable(what, "RGW answered with an error that has no body") from None
         except rgwexc.RGWAdminException as exc:
@@ -104,6 +104,17 @@ class AdminApi:
         from rgwkeeper.adapters.radosgw_admin import validate_uid
 
         return list(await self.arequest("get", "bucket", {"uid": validate_uid(uid)}) or [])
+
+    async def zone_layout(self) -> dict[str, Any]:
+        """The zone's placement pools and GC pool (radosgw_admin.zone_layout) from ``GET
+        /admin/config?type=zone`` (caps zone=read): the zone parameters ``radosgw-admin zone get``
+        prints. Only the layout is returned: the answer also holds the zone's system key."""
+        from rgwkeeper.adapters.radosgw_admin import zone_layout
+
+        zone = await self.arequest("get", "config", {"type": "zone"})
+        if not isinstance(zone, dict) or not isinstance(zone.get("placement_pools"), list):
+            raise CephError("GET /admin/config?type=zone", "the answer holds no placement pools")
+        return zone_layout(zone)
 
     # -- changes ---------------------------------------------------------------------------------
     async def sync_user_stats(self, uid: str) -> dict[str, Any]:

@@ -14,8 +14,9 @@ without GC") says how it is checked against ``bucket radoslist`` on every suppor
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
+
+from rgwkeeper.encoding import DecodeError, Decoder
 
 __all__ = ["ManifestError", "Manifest", "RawObject", "decode_manifest", "head_object", "locations", "tail_objects"]
 
@@ -28,7 +29,7 @@ _MANIFEST_KNOWN_V = 8
 MAX_LOCATIONS = 1_400_000
 
 
-class ManifestError(ValueError):
+class ManifestError(DecodeError):
     """The manifest cannot be read, or is of a kind this module does not handle."""
 
 
@@ -82,74 +83,7 @@ class Manifest:
     tier_type: str
 
 
-class _Reader:
-    """Ceph's little-endian encoding: fixed ints, u32-length strings and maps, and versioned
-    structs (u8 version, u8 compat, u32 length) whose unknown trailing fields are skipped."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-        self.end = len(data)
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > self.end:
-            raise ManifestError(f"truncated at byte {self.pos} (wanted {n} more, {self.end - self.pos} left)")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def u8(self) -> int:
-        return self.take(1)[0]
-
-    def u32(self) -> int:
-        return int(struct.unpack("<I", self.take(4))[0])
-
-    def u64(self) -> int:
-        return int(struct.unpack("<Q", self.take(8))[0])
-
-    def boolean(self) -> bool:
-        v = self.u8()
-        if v > 1:
-            raise ManifestError(f"a bool of value {v} at byte {self.pos - 1}")
-        return bool(v)
-
-    def string(self) -> str:
-        raw = self.take(self.u32())
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ManifestError(f"a string that is not UTF-8 before byte {self.pos}") from None
-
-    def count(self) -> int:
-        n = self.u32()
-        if n > self.end - self.pos:  # every element takes at least one byte
-            raise ManifestError(f"a count of {n} with {self.end - self.pos} bytes left")
-        return n
-
-    def begin(self, what: str, known_v: int, min_v: int, legacy_compat_v: int = 0,
-              legacy_len_v: int = 0) -> tuple[int, int]:
-        """Start a versioned struct; return (its version, where it ends). ``legacy_*`` are the
-        DECODE_START_LEGACY_COMPAT_LEN thresholds below which Ceph wrote no compat byte or
-        length; versions that old are refused (``min_v``) rather than guessed at."""
-        v = self.u8()
-        if v < max(min_v, legacy_compat_v, legacy_len_v):
-            raise ManifestError(f"{what} of version {v}: too old for this reader (from {min_v})")
-        compat = self.u8()
-        if compat > known_v:
-            raise ManifestError(f"{what} of version {v} needs a reader of version {compat} (this one reads {known_v})")
-        length = self.u32()
-        end = self.pos + length
-        if end > self.end:
-            raise ManifestError(f"{what} of {length} bytes with {self.end - self.pos} left")
-        return v, end
-
-    def finish(self, what: str, end: int) -> None:
-        if self.pos > end:
-            raise ManifestError(f"{what} read past its own end")
-        self.pos = end
-
-
-def _pool(r: _Reader) -> str:
+def _pool(r: Decoder) -> str:
     _, end = r.begin("rgw_pool", 10, 10, 3, 3)
     name = r.string()
     ns = r.string()
@@ -157,7 +91,7 @@ def _pool(r: _Reader) -> str:
     return f"{name}:{ns}" if ns else name
 
 
-def _bucket(r: _Reader) -> _Bucket:
+def _bucket(r: Decoder) -> _Bucket:
     _, end = r.begin("rgw_bucket", 10, 10, 3, 3)
     name = r.string()
     marker = r.string()
@@ -172,7 +106,7 @@ def _bucket(r: _Reader) -> _Bucket:
     return _Bucket(tenant, name, marker, bucket_id, explicit_pool)
 
 
-def _obj(r: _Reader) -> tuple[_Bucket, _Key]:
+def _obj(r: Decoder) -> tuple[_Bucket, _Key]:
     _, end = r.begin("rgw_obj", 7, 6, 3, 3)
     bucket = _bucket(r)
     ns = r.string()
@@ -182,7 +116,7 @@ def _obj(r: _Reader) -> tuple[_Bucket, _Key]:
     return bucket, _Key(name, instance, ns)
 
 
-def _rule(r: _Reader) -> _Rule:
+def _rule(r: Decoder) -> _Rule:
     v, end = r.begin("RGWObjManifestRule", 2, 1)
     start_part_num = r.u32()
     start_ofs = r.u64()
@@ -195,7 +129,7 @@ def _rule(r: _Reader) -> _Rule:
 
 def decode_manifest(data: bytes) -> Manifest:
     """Decode the bytes of a head's ``user.rgw.manifest`` xattr."""
-    r = _Reader(data)
+    r = Decoder(data, ManifestError)
     v, end = r.begin("RGWObjManifest", _MANIFEST_KNOWN_V, 7, 2, 2)
     obj_size = r.u64()
     if r.count():
@@ -216,8 +150,7 @@ def decode_manifest(data: bytes) -> Manifest:
     tail_placement = r.string()
     tier_type = r.string() if v >= 8 else ""
     r.finish("RGWObjManifest", end)  # v8's tier config: only for cloud-tiered objects, refused below
-    if r.pos != len(data):
-        raise ManifestError(f"{len(data) - r.pos} bytes after the manifest")
+    r.done("manifest")
     return Manifest(obj_size, head_bucket, head_key, head_size, max_head_size, prefix,
                     tuple(sorted(rules.items())), tail_bucket, tail_instance, head_placement,
                     tail_placement, tier_type)

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterator, Protocol
 import structlog
 
 from rgwkeeper.access import ClusterAccess
+from rgwkeeper.adapters import gc
+from rgwkeeper.encoding import enc_bool, enc_string, enc_struct
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError, UsageError
 
 log = structlog.get_logger("rgwkeeper.rados")
@@ -50,6 +52,13 @@ def _default_factory(access: ClusterAccess) -> RadosLike:
 
 #: How long close() waits for calls still running before it shuts librados down.
 CLOSE_WAIT_S = 5.0
+#: BulkObjects.gc_entries: entries asked for per cls call, the answer buffer (python-rados
+#: allocates it whole per call; an answer that does not fit is read again with a buffer 4x
+#: larger, up to the last), and the most GC objects RGW keeps (rgw_shards_max()).
+GC_PAGE_ENTRIES = 100
+GC_PAGE_BYTES = 256 << 10
+GC_MAX_PAGE_BYTES = 64 << 20
+GC_MAX_SHARDS = 65521
 
 
 class RadosAdapter:
@@ -757,6 +766,94 @@ class BulkObjects:
                 self._readers_width = window
             return self._readers
 
+    async def gc_entries(self, namespace: str, shards: int) -> list[dict[str, Any]]:
+        """Every entry of RGW's GC, as ``radosgw-admin gc list --include-all`` prints them, read
+        from ``gc.0`` .. ``gc.<shards - 1>`` in ``namespace`` of this pool (adapters/gc.py): each
+        one's queue and its omap list from before Octopus. A shard that does not exist holds
+        nothing. ``gc.<shards>`` must not exist: if it does, RGW runs with more GC objects than
+        ``shards`` and the read is refused (CephError), as is any answer that cannot be decoded.
+        The calls are synchronous, one after the other: python-rados's aio_execute trusts the
+        answer's length over its buffer, so an answer larger than the buffer corrupts memory
+        (docs/purge.md, "GC at the drop"); the synchronous call says ERANGE, and is sent again with
+        a larger buffer."""
+        if not 0 < shards <= GC_MAX_SHARDS:
+            raise CephError(f"{self.pool}:{namespace} gc", f"{shards} GC objects is out of range (1..{GC_MAX_SHARDS})")
+        rados_error, _ = _rados_errors()
+
+        def page(io: Any, oid: str, cls: str, method: str, marker: str) -> tuple[list[dict[str, Any]], str, bool]:
+            """One page; ([], "", False) if the object does not exist."""
+            size = GC_PAGE_BYTES
+            while True:
+                try:
+                    _, out = io.execute(oid, cls, method, gc.list_op(marker, GC_PAGE_ENTRIES), length=size)
+                except rados_error as exc:
+                    code = getattr(exc, "errno", None)
+                    if code == errno.ERANGE and size < GC_MAX_PAGE_BYTES:
+                        size *= 4
+                        continue
+                    if code == errno.ENOENT and not marker:
+                        return [], "", False
+                    raise CephError(f"{self.pool}:{namespace}/{oid} {cls}.{method}", str(exc)[:200]) from None
+                return gc.decode_list_ret(bytes(out))
+
+        def run() -> list[dict[str, Any]]:
+            io = self._own_ioctx()
+            io.set_namespace(namespace)
+            beyond = gc.shard_oid(shards)
+            try:
+                io.stat(beyond)
+            except rados_error as exc:
+                if getattr(exc, "errno", None) != errno.ENOENT:
+                    raise
+            else:
+                raise CephError(f"{self.pool}:{namespace}/{beyond}", f"exists: RGW keeps more than {shards} GC "
+                                "objects (rgw_gc_max_objs)")
+            entries: list[dict[str, Any]] = []
+            for n in range(shards):
+                oid = gc.shard_oid(n)
+                for cls, method in ((gc.QUEUE_CLASS, gc.QUEUE_LIST), (gc.OMAP_CLASS, gc.OMAP_LIST)):
+                    got, marker, more = page(io, oid, cls, method, "")
+                    entries += got
+                    while more:
+                        if not marker:
+                            raise CephError(f"{self.pool}:{namespace}/{oid} {cls}.{method}",
+                                            "a truncated answer without a marker to go on from")
+                        got, marker, more = page(io, oid, cls, method, marker)
+                        entries += got
+            return entries
+
+        try:
+            return await self._call(f"gc list of {shards} GC objects", run, self._batch_timeout(2 * shards + 1, 1))
+        except gc.GcDecodeError as exc:
+            raise CephError(f"{self.pool}:{namespace} gc", str(exc)) from None
+
+    async def read_pool(self, max_objects: int, max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
+        """Every object of this (small) pool, in every namespace: name -> content (namespaced
+        names as ``ns/name``). None if it holds more than ``max_objects`` objects or an object
+        larger than ``max_bytes``: not the small pool the caller expected."""
+        import rados
+
+        def run() -> dict[str, bytes] | None:
+            io = self._own_ioctx()
+            io.set_namespace(rados.LIBRADOS_ALL_NSPACES)
+            names = []
+            for obj in io.list_objects():
+                names.append((obj.nspace, obj.key, obj.locator_key))
+                if len(names) > max_objects:
+                    return None
+            out: dict[str, bytes] = {}
+            for ns, key, locator in names:
+                io.set_namespace(ns)
+                io.set_locator_key(locator or "")
+                size, _ = io.stat(key)
+                if size > max_bytes:
+                    return None
+                out[f"{ns}/{key}" if ns else key] = bytes(io.read(key, size)) if size else b""
+            return out
+
+        return await self._call(f"read of the pool's {max_objects} objects at most", run,
+                                self._batch_timeout(max_objects, 1))
+
     def _own_ioctx(self) -> Any:
         """A new ioctx on the pool, closed with the others (for callers that each need their own)."""
         if self.rados._cluster is None:
@@ -815,5 +912,4 @@ class BulkObjects:
 def refcount_put_op(tag: bytes) -> bytes:
     """cls_refcount_put_op, encoded: ENCODE_START(1, 1), the tag (u32 length, bytes), implicit_ref
     true (src/cls/refcount/cls_refcount_ops.h)."""
-    body = len(tag).to_bytes(4, "little") + tag + b"\x01"
-    return bytes([1, 1]) + len(body).to_bytes(4, "little") + body
+    return enc_struct(1, 1, enc_string(tag) + enc_bool(True))

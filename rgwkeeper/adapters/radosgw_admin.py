@@ -8,7 +8,7 @@ evidence: callers that change anything read the state back.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CephCli, CompletedRun, Runner, extract_json, subprocess_runner
@@ -64,24 +64,12 @@ class RadosgwAdmin(CephCli):
         return await self.json(*args) or []
 
     async def zone_placement(self) -> dict[str, dict[str, Any]]:
-        """Placement id -> {index_pool, data_extra_pool, data_pool (STANDARD)} of this zone.
+        """Placement id -> {index_pool, data_extra_pool, data_pool (STANDARD)} of this zone."""
+        return zone_layout(await self.json("zone", "get"))["placement"]
 
-        ``zone get`` also prints the zone's ``system_key`` (a secret in multisite setups):
-        only the placement pools are kept, and nothing of the raw output is logged.
-        """
-        zone = await self.json("zone", "get")
-        out: dict[str, dict[str, Any]] = {}
-        for p in (zone or {}).get("placement_pools", []):
-            val = p.get("val", {})
-            classes = val.get("storage_classes", {})
-            out[p["key"]] = {
-                "index_pool": val.get("index_pool", ""),
-                "data_extra_pool": val.get("data_extra_pool", ""),
-                "data_pool": classes.get("STANDARD", {}).get("data_pool", ""),
-                "storage_classes": sorted(classes),
-                "class_data_pools": sorted({c.get("data_pool", "") for c in classes.values()} - {""}),
-            }
-        return out
+    async def zone_layout(self) -> dict[str, Any]:
+        """The zone's placement pools and GC pool (:func:`zone_layout`), from ``zone get``."""
+        return zone_layout(await self.json("zone", "get"))
 
     async def zonegroup_zones(self) -> list[str]:
         """Names of the zones in this zonegroup (more than one means multisite replication)."""
@@ -171,3 +159,25 @@ def metadata_rm_args(key: str) -> tuple[str, ...]:
 
 def user_stats_sync_args(uid: str) -> tuple[str, ...]:
     return ("user", "stats", "--uid", validate_uid(uid), "--sync-stats")
+
+
+def zone_layout(zone: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What rgwkeeper needs of a zone's parameters (``radosgw-admin zone get``, or the admin API's
+    ``GET /admin/config?type=zone``): ``placement`` (placement id -> {index_pool,
+    data_extra_pool, data_pool (STANDARD), storage_classes, class_data_pools}), ``gc_pool``
+    (``pool:namespace``) and the zone's ``id``. The parameters also hold the zone's ``system_key`` (a secret in
+    multisite setups): nothing else is kept, and nothing of the raw answer is logged."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in (zone or {}).get("placement_pools", []):
+        val = p.get("val", {})
+        classes = val.get("storage_classes", {})
+        out[p["key"]] = {
+            "index_pool": val.get("index_pool", ""),
+            "data_extra_pool": val.get("data_extra_pool", ""),
+            "data_pool": classes.get("STANDARD", {}).get("data_pool", ""),
+            "storage_classes": sorted(classes),
+            "class_data_pools": sorted({c.get("data_pool", "") for c in classes.values()} - {""}),
+        }
+    gc_pool, zone_id = ((zone or {}).get(k, "") for k in ("gc_pool", "id"))
+    return {"placement": out, "gc_pool": gc_pool if isinstance(gc_pool, str) else "",
+            "id": zone_id if isinstance(zone_id, str) else ""}

@@ -43,7 +43,7 @@ from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
                                   DropLifecycle, Fence, FreeWhileFull, GcProcess, LcProcess, LifecycleApply,
                                   LifecycleRestore, Plan, ProveHeadOnly, Scope, Step, Verify, rate_cap_for)
-from rgwkeeper.purge.profile import admin_first, bucket_id_now, confirmed_bucket_stats
+from rgwkeeper.purge.profile import admin_first, bucket_id_now, confirmed_bucket_stats, gc_entries
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
 from rgwkeeper.purge.verifier import OWNER_GONE, SYNCED_BY_ADMIN_API, Check, Verifier, owner_stats_of
 from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
@@ -855,7 +855,7 @@ class PurgeExecutor:
         deletes, aborted uploads) or GC already holds objects of this bucket; removing head-only
         objects directly queues nothing (docs/purge.md, "GC at the drop")."""
         if not (self.counters.get("via_s3", 0) or self.counters.get("uploads_aborted", 0)):
-            entries = await self.io.rgw.gc_list(include_all=True)
+            entries = await gc_entries(self.plan.profile, rgw=self.io.rgw, bulk=self.io.bulk)
             if not gc_entries_of(entries, self.plan.profile.marker):
                 log.info("purge gc not run", plan=self.plan.plan_id, bucket=self.plan.profile.bucket,
                          why="nothing went to GC and no GC entry holds objects of the bucket", gc_entries=len(entries))

@@ -17,9 +17,10 @@
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
+
+from rgwkeeper.encoding import Decoder
 
 MANIFEST_XATTR, TAIL_TAG_XATTR, ID_TAG_XATTR = "user.rgw.manifest", "user.rgw.tail_tag", "user.rgw.idtag"
 XATTR_THREADS = 16  # heads whose xattrs a purge reads at once (python-rados has no aio getxattr)
@@ -73,56 +74,21 @@ class Refcount:
     retired: tuple[str, ...]  # tags that dropped theirs
 
 
-class _Reader:
-    """Ceph's little-endian encoding, read from ``blob``; a short or bad blob is a ValueError
-    naming ``what``."""
-
-    def __init__(self, blob: bytes, what: str) -> None:
-        self.blob, self.what, self.off = blob, what, 0
-
-    def take(self, n: int) -> bytes:
-        raw = self.blob[self.off:self.off + n]
-        if len(raw) != n:
-            raise ValueError(f"{self.what} is truncated")
-        self.off += n
-        return raw
-
-    def u8(self) -> int:
-        return self.take(1)[0]
-
-    def u32(self) -> int:
-        return struct.unpack("<I", self.take(4))[0]
-
-    def u64(self) -> int:
-        return struct.unpack("<Q", self.take(8))[0]
-
-    def string(self) -> str:
-        return self.take(self.u32()).decode("utf-8", errors="surrogateescape")
-
-    def start(self) -> tuple[int, int]:
-        """ENCODE_START's header: (struct_v, the offset where the struct ends)."""
-        version, _compat, length = self.u8(), self.u8(), self.u32()
-        end = self.off + length
-        if end > len(self.blob):
-            raise ValueError(f"{self.what} is truncated")
-        return version, end
-
-
 def parse_refcount(blob: bytes) -> Refcount:
     """Decode cls_refcount's ``obj_refcount`` xattr: ENCODE_START(2, 1) header, then
     map<string, bool> refs, then (v2) set<string> retired_refs."""
-    r = _Reader(blob, "refcount xattr")
+    r = Decoder(blob, strict_utf8=False)
     try:
-        version, _ = r.start()
+        version, _ = r.begin("obj_refcount", 255, 0)
         refs = []
         for _ in range(r.u32()):
             tag = r.string().rstrip("\x00")
             if r.u8():
                 refs.append(tag)
         retired = []
-        if version >= 2 and r.off < len(blob):
+        if version >= 2 and r.pos < len(blob):
             retired = [r.string().rstrip("\x00") for _ in range(r.u32())]
-    except (ValueError, struct.error) as exc:
+    except ValueError as exc:
         raise ValueError(f"refcount xattr cannot be decoded: {exc}") from None
     return Refcount(tuple(refs), tuple(retired))
 
@@ -160,13 +126,13 @@ def parse_dir_entry(blob: bytes) -> IndexEntry:
     and from meta v4 accounted_size u64); the fields after those (pending_map, locator, ver, tag,
     instance, flags, ...) are not needed. The order has not changed since Firefly's struct_v 3
     (cls/rgw/cls_rgw_types.h), and the fixtures of every release check it."""
-    r = _Reader(blob, "bucket index entry")
+    r = Decoder(blob, strict_utf8=False)
     try:
-        _, _ = r.start()
+        r.begin("rgw_bucket_dir_entry", 255, 0)
         name = r.string()
         r.u64()
         exists = r.u8() != 0
-        meta_v, _ = r.start()
+        meta_v, _ = r.begin("rgw_bucket_dir_entry_meta", 255, 0)
         category, size = r.u8(), r.u64()
         sec, nsec = r.u32(), r.u32()
         etag = r.string()
@@ -174,6 +140,6 @@ def parse_dir_entry(blob: bytes) -> IndexEntry:
             r.string()
         if meta_v >= 4:
             size = r.u64()
-    except (ValueError, struct.error) as exc:
+    except ValueError as exc:
         raise ValueError(f"bucket index entry cannot be decoded: {exc}") from None
     return IndexEntry(name=name, exists=exists, category=category, size=size, mtime_s=sec + nsec / 1e9, etag=etag)

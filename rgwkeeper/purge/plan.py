@@ -57,12 +57,13 @@ def rate_cap_for(method: str, cap: float) -> float:
     """The cap a purge by ``method`` holds: ``cap``, or 0 where RGW sets the pace."""
     return cap if method in RATE_CAPPED_METHODS else 0.0
 
-#: How the direct method drops the bucket once its heads are gone, by release: "metadata-rm"
-#: removes the index shards, then `metadata rm` the entrypoint and the instance; "empty-index"
+#: How the direct method drops the bucket once its heads are gone, by release: "empty-index"
 #: empties each index shard in place and has RGW delete the then empty bucket (S3 DeleteBucket),
-#: since from Tentacle `metadata rm bucket.instance:...` reads the instance and removes nothing
-#: (ceph PR 53799; RGWBucketInstanceMetadataHandler::remove in src/rgw/driver/rados/rgw_bucket.cc).
-#: docs/purge.md, "Dropping the bucket".
+#: on every verified release since 2026-11-28 (from Tentacle `metadata rm bucket.instance:...`
+#: reads the instance and removes nothing: ceph PR 53799; RGWBucketInstanceMetadataHandler::remove
+#: in src/rgw/driver/rados/rgw_bucket.cc). "metadata-rm" (remove the index shards, then `metadata
+#: rm` the entrypoint and the instance: Pacific's and Reef's drop before that) is kept for plans
+#: saved then, which resume with it. docs/purge.md, "Dropping the bucket".
 DIRECT_DROP = {r.name: r.direct_drop for r in RELEASES.values() if r.direct_drop is not None}
 
 #: Releases on which the head object naming (<marker>_<key>, locator for keys starting
@@ -800,7 +801,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
                   + (" started before the cutoff" if cutoff else "") + " (their parts go to GC)",
                   calls=(f"S3 ListMultipartUploads bucket={b}" + (f" prefix={r.prefix}" if r.prefix else "")
                          + ", then AbortMultipartUpload for each",), scope=scope)
-    gc = GcProcess(summary=_GC_WHEN_NEEDED[0].upper() + _GC_WHEN_NEEDED[1:], calls=(_GC_WHEN_NEEDED_CALL,),
+    gc = GcProcess(summary=_GC_WHEN_NEEDED[0].upper() + _GC_WHEN_NEEDED[1:], calls=(_gc_when_needed_call(p),),
                    gc=rgwa.gc_process_args(include_all=True))
     verify = Verify(summary="read the end state back" + (
         ": bucket gone, its index shards and RADOS objects gone from the pools (tails still referenced by "
@@ -878,7 +879,7 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             calls=(_drop_count_check(p),
                    f"librados {p.index_pool}: remove {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                    + " (what radosgw-admin bi purge does, without a process per call)", _stats_sync_call(p.owner),
-                   _GC_WHEN_NEEDED_CALL),
+                   _gc_when_needed_call(p)),
             owner=p.owner)
         steps.append(_empty_index_drop(p, shards) if DIRECT_DROP.get(p.release) == "empty-index" else drop)
     elif method == "s3":
@@ -931,10 +932,23 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
 #: the GcProcess step's.
 _GC_WHEN_NEEDED = ("if objects went through S3 or uploads were aborted, process GC, including entries not yet due "
               "(rgw_gc_obj_min_wait is 2 h by default), so tails' space really comes back; else run it only if "
-              "`radosgw-admin gc list --include-all` shows entries holding objects of the bucket (it processes "
-              "every bucket's entries early)")
-_GC_WHEN_NEEDED_CALL = ("radosgw-admin gc list --include-all, unless objects went through S3 or uploads were "
-                   "aborted: the gc process above runs only if it lists entries holding objects of the bucket")
+              "GC lists entries holding objects of the bucket (`gc process --include-all` processes every "
+              "bucket's entries early)")
+
+
+def _gc_list_call(p: BucketProfile) -> str:
+    """How a purge lists GC (profile.gc_entries)."""
+    if not (p.gc_pool and p.gc_shards > 0):
+        return "radosgw-admin gc list --include-all"
+    pool, _, ns = p.gc_pool.partition(":")
+    return (f"librados {pool}" + (f" namespace {ns}" if ns else "") + f": gc.{p.gc_shards} must not exist, then "
+            f"exec rgw_gc.rgw_gc_queue_list_entries and rgw.gc_list on gc.0 .. gc.{p.gc_shards - 1}, including "
+            "entries not yet due (radosgw-admin gc list --include-all if that read fails)")
+
+
+def _gc_when_needed_call(p: BucketProfile) -> str:
+    return (_gc_list_call(p) + ", unless objects went through S3 or uploads were aborted: the gc process above "
+            "runs only if it lists entries holding objects of the bucket")
 
 
 def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
@@ -942,14 +956,14 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
     return DropBucket(
         summary="drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
         "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
-        f"instance and index shards (`metadata rm bucket.instance` removes nothing on {p.release}), then "
+        "instance and index shards (`metadata rm bucket.instance` removes nothing from Tentacle on), then "
         "resync the owner's stats; meanwhile " + _GC_WHEN_NEEDED,
         stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
         calls=(_drop_count_check(p),
                f"librados {p.index_pool}: on {shards[0]}" + (f" .. {shards[-1]}" if len(shards) > 1 else "")
                + ", one write op each: clear the omap, then exec rgw.bucket_init_index (the empty index RGW "
                "writes for a new bucket)",
-               f"S3 DeleteBucket bucket={p.bucket}", _stats_sync_call(p.owner), _GC_WHEN_NEEDED_CALL),
+               f"S3 DeleteBucket bucket={p.bucket}", _stats_sync_call(p.owner), _gc_when_needed_call(p)),
         owner=p.owner, through_rgw=True)
 
 
@@ -976,7 +990,7 @@ def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
                 "not read back)",
                 f"librados {p.data_pool} and {p.data_extra_pool}: no object named {p.marker}_* left, except "
                 "tails whose refcount xattr still holds references from copies",
-                "radosgw-admin gc list --include-all: no entry for those objects",
+                _gc_list_call(p) + ": no entry for those objects",
                 f"the owner's stats as the drop's sync answered them (when they were synced; radosgw-admin "
                 f"user stats --uid {p.owner} if this run did not sync them); "
                 f"admin API GET /admin/bucket?uid={p.owner} does not name it")
@@ -985,7 +999,7 @@ def _verify_calls(p: BucketProfile, r: PurgeRequest) -> tuple[str, ...]:
             + ": nothing matching left",
             f"S3 ListMultipartUploads bucket={p.bucket}" + (f" prefix={r.prefix}" if r.prefix else "")
             + ": nothing matching left",
-            "radosgw-admin gc list --include-all: no entry for the bucket's objects")
+            _gc_list_call(p) + ": no entry for the bucket's objects")
 
 
 def _span(names: Sequence[str]) -> str:

@@ -16,6 +16,7 @@ import structlog
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.siteconfig import MAX_ROOT_OBJECTS, ROOT_POOL, the_single_zone
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.purge.layout import index_shard_oids
@@ -71,6 +72,10 @@ class BucketProfile:
     # The index generation whose shards hold the bucket's index; None: not known (the stats do
     # not name it and the shards were not found under exactly one generation).
     index_gen: int | None = 0
+    # RGW's GC objects: the zone's gc_pool (pool:namespace) and rgw_gc_max_objs; "" / 0: not
+    # known, and GC is listed with radosgw-admin (gc_entries).
+    gc_pool: str = ""
+    gc_shards: int = 0
 
     @property
     def mean_object_bytes(self) -> float:
@@ -94,7 +99,7 @@ class BucketProfile:
 
 def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placement: Mapping[str, Any],
                   zones: list[str], versions: Mapping[str, Any],
-                  head_chunk_bytes: int | None = None) -> BucketProfile:
+                  head_chunk_bytes: int | None = None, *, gc_pool: str = "", gc_shards: int | None = None) -> BucketProfile:
     """Combine ``bucket stats``, ``metadata get bucket.instance:B:ID``, the zone's placement
     pools, the zonegroup's zones and ``ceph versions`` into a profile."""
     info = instance.get("data", {}).get("bucket_info", {})
@@ -138,6 +143,8 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
         class_data_pools=tuple(x for x in pools.get("class_data_pools", ()) if x != pools.get("data_pool")),
         # Tentacle's bucket stats name the generation; earlier releases' do not (resolved by a probe).
         index_gen=int(stats["index_generation"]) if "index_generation" in stats else None,
+        gc_pool=gc_pool,
+        gc_shards=gc_shards or 0,
     )
 
 
@@ -168,6 +175,22 @@ async def admin_first(admin_api: AdminApi | None, through_api: Callable[[AdminAp
     return await through_cli(), "radosgw-admin"
 
 
+async def gc_entries(p: BucketProfile, *, rgw: RadosgwAdmin,
+                     bulk: Callable[[str], BulkObjects] | None) -> list[dict[str, Any]]:
+    """Every GC entry, as ``radosgw-admin gc list --include-all`` prints them: read with
+    librados from the zone's GC objects (BulkObjects.gc_entries: milliseconds, where the process
+    takes 0.1-0.8 s) when the plan knows where they are; through radosgw-admin, the reference,
+    when it does not, or when that read fails or finds more GC objects than RGW is configured
+    with (docs/purge.md, "GC at the drop")."""
+    if bulk is not None and p.gc_pool and p.gc_shards > 0:
+        pool, _, namespace = p.gc_pool.partition(":")
+        try:
+            return await bulk(pool).gc_entries(namespace, p.gc_shards)
+        except CephError as exc:
+            log.info("gc list through radosgw-admin, not librados", why=str(exc)[:200])
+    return await rgw.gc_list(include_all=True)
+
+
 async def confirmed_bucket_stats(bucket: str, *, admin_api: AdminApi | None, rgw: RadosgwAdmin,
                                  unreachable_fails: bool = False) -> tuple[dict[str, Any], str]:
     """The bucket's stats (and where they came from) for a check that "gone" would skip:
@@ -193,21 +216,25 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
                          one_at_a_time: bool = False) -> BucketProfile:
     """Read a bucket's profile; :class:`NoSuchBucket` if it does not exist.
 
-    With the admin API, the bucket's stats and instance come from RGW over HTTP (tens of ms)
-    instead of two radosgw-admin processes run one after the other (each 0.15-1 s here); the
-    zone and zonegroup, which the API does not serve on Pacific, come from radosgw-admin
-    meanwhile (after them with ``one_at_a_time``). Without the metadata=read cap the instance
-    is read with radosgw-admin.
+    With the admin API, the bucket's stats and instance and the zone come from RGW over HTTP
+    (tens of ms) instead of radosgw-admin processes (each 0.15-1 s here); the zonegroup, which
+    the API does not serve on every release, from .rgw.root with librados (``bulk``) where
+    that answers (a realm-less single zone), else from radosgw-admin meanwhile (after the
+    others with ``one_at_a_time``). Without the metadata=read or zone=read cap, that read goes
+    through radosgw-admin (docs/purge.md, "The plan's reads").
     With ``bulk`` (librados on a pool), an index generation the stats do not name is probed.
     ``one_at_a_time`` (a capped purge, beside ingest): the reads one after the other, so two
     radosgw-admin processes never start together (docs/purge.md, "The plan's reads").
     """
     validate_bucket(bucket)
 
-    async def head_chunk() -> int | None:
+    async def rgw_option(key: str) -> int | None:
+        """An RGW option as the mon's config database answers for client.rgw (its default if
+        unset); None if it cannot be read. Only hints: the per-object checks decide, and the GC
+        reader checks the count it is given (BulkObjects.gc_entries)."""
         try:
-            out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": "rgw_max_chunk_size"})
-        except Exception:  # noqa: BLE001 - only an efficiency hint: the per-object check decides
+            out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": key})
+        except Exception:  # noqa: BLE001 - a hint only
             return None
         try:
             return int(out) if out is not None else None
@@ -226,18 +253,57 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
                                         what=f"metadata get bucket.instance:{key}")
         return stats, instance
 
+    async def site() -> tuple[dict[str, Any], list[str]]:
+        """The zone's layout (admin API, else radosgw-admin) and its zonegroup's zones: from
+        .rgw.root where that answers for a realm-less single zone, the zone RGW serves
+        (siteconfig.the_single_zone), else from `radosgw-admin zonegroup get`."""
+        async def root() -> dict[str, bytes] | None:
+            if bulk is None:
+                return None
+            try:
+                return await bulk(ROOT_POOL).read_pool(MAX_ROOT_OBJECTS)
+            except CephError as exc:
+                log.info("zonegroup read through radosgw-admin, not librados", why=str(exc)[:200])
+                return None
+
+        async def zone() -> dict[str, Any]:
+            layout, _ = await admin_first(admin_api, lambda api: api.zone_layout(), rgw.zone_layout,
+                                          gone="", what="zone get")
+            return layout
+
+        if one_at_a_time:
+            layout, objects = await zone(), await root()
+            single = the_single_zone(objects) if objects else None
+            return layout, [single] if single and single == layout["id"] else await rgw.zonegroup_zones()
+
+        zone_task = asyncio.ensure_future(zone())
+        try:
+            objects = await root()
+            single = the_single_zone(objects) if objects else None
+            if single is None:  # radosgw-admin's zonegroup get, beside the zone read as before
+                zones = await rgw.zonegroup_zones()
+                return await zone_task, zones
+            layout = await zone_task
+        finally:
+            if not zone_task.done():
+                zone_task.cancel()
+                await asyncio.gather(zone_task, return_exceptions=True)
+        return layout, [single] if single == layout["id"] else await rgw.zonegroup_zones()
+
     reads: list[Callable[[], Awaitable[Any]]] = [
-        stats_and_instance, rgw.zone_placement, rgw.zonegroup_zones,
-        lambda: rados.acommand({"prefix": "versions"}), head_chunk]
+        stats_and_instance, site,
+        lambda: rados.acommand({"prefix": "versions"}), lambda: rgw_option("rgw_max_chunk_size"),
+        lambda: rgw_option("rgw_gc_max_objs")]
     try:
         if one_at_a_time:
             results = [await read() for read in reads]
         else:
             results = list(await asyncio.gather(*(read() for read in reads)))
-        (stats, instance), placement, zones, versions, chunk = results
+        (stats, instance), (layout, zones), versions, chunk, gc_shards = results
     except NotFound:
         raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
-    profile = parse_profile(stats, instance, placement, zones, versions or {}, chunk)
+    profile = parse_profile(stats, instance, layout["placement"], zones, versions or {}, chunk,
+                            gc_pool=layout["gc_pool"], gc_shards=gc_shards)
     if bulk is not None:
         profile = await probe_index_generation(profile, bulk(profile.index_pool) if profile.index_pool else None)
     return profile

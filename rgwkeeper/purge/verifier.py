@@ -21,7 +21,7 @@ from rgwkeeper.errors import CephError, NotFound
 from rgwkeeper.purge.layout import bucket_prefix, gc_entries_of, is_tail, parse_refcount
 from rgwkeeper.purge.lister import Lister
 from rgwkeeper.purge.plan import Scope, Verify
-from rgwkeeper.purge.profile import BucketProfile, admin_first
+from rgwkeeper.purge.profile import BucketProfile, admin_first, gc_entries
 
 log = structlog.get_logger("rgwkeeper.purge")
 
@@ -187,7 +187,7 @@ class Verifier:
 
     async def gc_clear(self, *, strict: bool = True) -> Check:
         prefix = bucket_prefix(self.p.marker)
-        entries = await self.rgw.gc_list(include_all=True)
+        entries = await gc_entries(self.p, rgw=self.rgw, bulk=self.bulk)
         ours = gc_entries_of(entries, self.p.marker)
         if ours:
             return Check("GC processed", "failed" if strict else "warning",

@@ -11,6 +11,7 @@ change so tests can assert on what was done.
 
 from __future__ import annotations
 
+import base64
 import asyncio
 import copy
 import dataclasses
@@ -28,7 +29,8 @@ from typing import Any, Callable, Iterator, Sequence
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
 from rgwkeeper.adapters.endpoints import Endpoints
-from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
+from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, zone_layout
+from rgwkeeper.adapters.siteconfig import ROOT_POOL
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid, index_name
@@ -53,6 +55,18 @@ def _rebased(fx: dict[str, Any]) -> Callable[[str], datetime.datetime]:
     stamps += [u["Initiated"] for u in fx["list_multipart_uploads"]["Uploads"]]
     shift = datetime.datetime.now(datetime.timezone.utc) - max(map(datetime.datetime.fromisoformat, stamps))
     return lambda text: datetime.datetime.fromisoformat(text) + shift
+
+
+def _rgw_root(zone_id: str) -> dict[str, bytes]:
+    """The captured .rgw.root with its zone's id replaced by ``zone_id`` (both 36 characters)."""
+    fx = load_fixture("gc.json")
+    captured = fx["zone_layout"]["zone_get"]["id"]
+    assert len(captured) == len(zone_id)
+
+    def swap(b: bytes) -> bytes:
+        return b.replace(captured.encode(), zone_id.encode())
+
+    return {k.replace(captured, zone_id): swap(base64.b64decode(v)) for k, v in fx["rgw_root"].items()}
 
 
 class World:
@@ -121,6 +135,19 @@ class World:
         self.rgw_down_for = 0  # S3 calls that fail as unreachable before RGW answers again
         self.fail_delete_keys: set[str] = set()
         self.metadata_caps = True  # False: the admin user lacks metadata=read
+        self.zone_caps = True  # False: the admin user lacks zone=read
+        # RGW's GC objects, gc.0 .. gc.<gc_shards - 1> in the zone's gc_pool (captured: 32 on every
+        # release); gc_read_fault: what a librados read of them raises (BulkObjects.gc_entries).
+        self.gc_shards = 32
+        self.gc_shards_in_config: int | None = None  # what the mon's config answers, if not gc_shards
+        self.gc_read_fault: Exception | None = None
+        # .rgw.root as librados reads it (BulkObjects.read_pool): the realm-less single zone's
+        # objects captured on 16.2.15 (tests/fixtures/pacific/gc.json) with this world's zone id;
+        # None: the read fails. A world whose zonegroup has more zones holds a realm, as multisite
+        # needs.
+        self.rgw_root: dict[str, bytes] | None = _rgw_root(fx["zone_get"]["id"])
+        if len(fx["zonegroup_get"]["zones"]) > 1:
+            self.rgw_root["realms.0d0c3f6e-8a3c-4b5e-9a47-3c1bba2f6a11"] = b"\x01"
         # The bucket's lifecycle entry as `lc list` shows it (captured on Reef, where the
         # single-bucket lc process runs), and how many lc process runs find it held by another
         # LC worker (PROCESSING before and after; the run exits 0 having done nothing) or its
@@ -688,7 +715,7 @@ class FakeBulk:
     """rgwkeeper.adapters.rados.BulkObjects over one pool of the world."""
 
     def __init__(self, world: World, pool: str) -> None:
-        if pool not in world.pools:
+        if pool not in world.pools and pool not in (world.fx["zone_get"]["gc_pool"].partition(":")[0], ROOT_POOL):
             raise UnexpectedCall(f"unexpected pool {pool}")
         self.w = world
         self.pool = pool
@@ -699,6 +726,28 @@ class FakeBulk:
         if o is not None and o["locator"] != locator:
             return None  # librados looks an object up by its locator: the wrong one finds nothing
         return o
+
+    async def read_pool(self, max_objects: int, max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
+        if self.pool != ROOT_POOL:
+            raise UnexpectedCall(f"read of every object of {self.pool}")
+        if self.w.rgw_root is None:
+            raise CephError(f"{ROOT_POOL} list", "EIO")
+        self.w.log.append(f"librados read {ROOT_POOL}")
+        return None if len(self.w.rgw_root) > max_objects else dict(self.w.rgw_root)
+
+    async def gc_entries(self, namespace: str, shards: int) -> list[dict[str, Any]]:
+        """The world's GC entries, as BulkObjects.gc_entries reads them from the GC objects: only
+        from the zone's gc_pool, and refused as the adapter refuses them when RGW keeps more GC
+        objects than ``shards`` (gc.<shards> exists)."""
+        pool, _, ns = self.w.fx["zone_get"]["gc_pool"].partition(":")
+        if (self.pool, namespace) != (pool, ns):
+            raise UnexpectedCall(f"GC read from {self.pool}:{namespace}, not the zone's {pool}:{ns}")
+        if self.w.gc_read_fault is not None:
+            raise self.w.gc_read_fault
+        if shards < self.w.gc_shards:
+            raise CephError(f"{self.pool}:{namespace}/gc.{shards}", f"exists: RGW keeps more than {shards} GC objects")
+        self.w.log.append("librados gc list")
+        return copy.deepcopy(self.w.gc)
 
     async def stat_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int | None]:
         self.windows.append(window)
@@ -905,6 +954,15 @@ class FakeAdminApi:
         self.w.user_synced_at = sync_stamp()
         return {"stats": copy.deepcopy(self.w.fx["admin_user_stats_sync"]["stats"])}
 
+    async def zone_layout(self) -> dict[str, Any]:
+        """What AdminApi.zone_layout keeps of RGW's zone parameters: the same dump as `zone get`
+        (captured: test_gc_reader checks the two captures agree)."""
+        self._fault("GET /admin/config?type=zone")
+        if self.w.zone_caps is False:
+            raise CephError("GET /admin/config?type=zone", "AccessDenied: the admin user lacks the caps")
+        self.w.log.append("admin API zone get")
+        return zone_layout(copy.deepcopy(self.w.fx["zone_get"]))
+
     async def metadata_get(self, section: str, key: str) -> dict[str, Any]:
         self._fault(f"GET /admin/metadata/{section}")
         if self.w.metadata_caps is False:
@@ -977,7 +1035,11 @@ class FakeRados:
                 raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
             return self.lc_debug_interval
         if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_max_chunk_size":
-            raise CephError("config get", "ENOENT", ret=-2)  # not set in the mon config database
+            return 4194304  # the default: the mon answers an unset option with it (captured on 20.2.4)
+        if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_gc_max_objs":
+            if cmd.get("who") != "client.rgw":
+                raise UnexpectedCall(f"rgw_gc_max_objs read for {cmd.get('who')}, not client.rgw")
+            return self.w.gc_shards if self.w.gc_shards_in_config is None else self.w.gc_shards_in_config
         raise UnexpectedCall(f"unexpected mon command {cmd}")
 
 

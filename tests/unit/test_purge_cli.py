@@ -85,7 +85,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(env, capsys, tmp_path):
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "method: direct (chosen automatically)" in out and "dry run: nothing was changed" in out
-    assert "$ radosgw-admin --conf" in out and "metadata rm bucket:capture-mixed" in out
+    assert "$ radosgw-admin --conf" in out and "> S3 DeleteBucket bucket=capture-mixed" in out
     assert (json.dumps(world.current_stats(), sort_keys=True), sorted(world.pools["default.rgw.buckets.data"])) == before
     assert not (tmp_path / "state").exists()
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--json"]) == 0

@@ -57,6 +57,25 @@ def run(p, io, cp, state=None, settings=FAST, **kw):
     return asyncio.run(PurgeExecutor(p, io, checkpoint=cp, state=state, settings=settings, **kw).run())
 
 
+def test_a_direct_purge_planned_with_metadata_rm_resumes_after_an_upgrade_and_finishes(tmp_path, monkeypatch):
+    """Pacific and Reef dropped a bucket with `metadata rm` until 2026-11-28; a purge planned then
+    and stopped before its drop resumes with the plan its checkpoint holds, that drop included."""
+    from rgwkeeper.purge import plan as purge_plan
+    from rgwkeeper.purge.plan import Plan
+
+    w = World()
+    with monkeypatch.context() as mp:
+        mp.setitem(purge_plan.DIRECT_DROP, "pacific", "metadata-rm")
+        p, io, cp, _ = make(w, tmp_path)
+    drop = p.step(DropBucket)
+    assert not drop.through_rgw and drop.entry_rm is not None
+    saved = Plan.from_dict(json.loads(json.dumps(p.to_dict())))  # as the checkpoint holds it
+    assert purge_plan.DIRECT_DROP["pacific"] == "empty-index"
+    report = run(saved, io, cp, state=State(plan=saved.to_dict()))
+    assert report.ok and not w.exists, report.checks
+    assert f"radosgw-admin metadata rm bucket:{w.bucket}" in w.log and "S3 DeleteBucket" not in " ".join(w.log)
+
+
 def test_direct_purge_of_a_mixed_bucket_leaves_only_tails_copies_still_use(tmp_path):
     w = World()
     shared = list(w.tails["big"])
@@ -394,7 +413,7 @@ def test_the_gc_step_after_bucket_rm_runs_only_when_gc_holds_objects_of_the_buck
         report = run(p, io, cp)
         assert report.ok and not world.exists, (name, report.checks)
         processed = "radosgw-admin gc process --include-all" in world.log
-        assert "radosgw-admin gc list --include-all" in world.log
+        assert "librados gc list" in world.log and "radosgw-admin gc list --include-all" not in world.log
         assert processed == (name == "mixed") and report.counters.get("gc_not_run", 0) == (name == "small"), name
 
 
@@ -925,19 +944,46 @@ def test_profile_comes_from_the_admin_api_and_falls_back_without_metadata_caps(t
 
 
 @pytest.mark.parametrize("capped", [False, True])
-def test_a_capped_purges_plan_starts_one_radosgw_admin_process_at_a_time(tmp_path, capped):
+@pytest.mark.parametrize("zone_caps", [True, False])
+@pytest.mark.parametrize("root_readable", [True, False])
+def test_a_capped_purges_plan_starts_one_radosgw_admin_process_at_a_time(tmp_path, capped, zone_caps,
+                                                                          root_readable):
     """Beside ingest, the plan's two radosgw-admin reads (zone get, zonegroup get) starting
     together made the purge's first second its slowest (docs/purge.md, "The plan's reads"):
-    under a cap they run one after the other; uncapped, together as before."""
+    under a cap they run one after the other; uncapped, together as before. With the zone=read
+    cap the zone comes from the admin API, and a realm-less single zone's zonegroup from
+    .rgw.root: then the plan starts no process at all."""
     from rgwkeeper.config import PurgeSection
 
     w = World()
+    w.zone_caps = zone_caps
+    if not root_readable:
+        w.rgw_root = None
     io, _ = purge_io(w, tmp_path)
     cfg = PurgeSection(max_objects_per_second=450.0 if capped else 0.0)
-    asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=cfg, store=CheckpointStore(tmp_path / "state")))
-    ran = sorted(line for line in w.log if line.startswith("radosgw-admin"))
-    assert ran == ["radosgw-admin zone get", "radosgw-admin zonegroup get"]
-    assert w.admin_most_at_once == (1 if capped else 2)
+    p = asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=cfg, store=CheckpointStore(tmp_path / "state"))).plan
+    assert p.profile.zones == 1 and p.method == "direct"
+    expected = (["radosgw-admin zone get"] if not zone_caps else []) + \
+        (["radosgw-admin zonegroup get"] if not root_readable else [])
+    assert sorted(line for line in w.log if line.startswith("radosgw-admin")) == expected
+    assert ("admin API zone get" in w.log) == zone_caps
+    assert ("librados read .rgw.root" in w.log) == root_readable
+    assert w.admin_most_at_once == (min(1, len(expected)) if capped else len(expected))
+
+
+def test_a_multisite_zonegroup_is_read_with_radosgw_admin_and_refuses_the_direct_method(tmp_path):
+    """A realm in .rgw.root (multisite needs one) is not answered from .rgw.root: `zonegroup get`
+    says two zones, and the direct method is refused (RADOS removals are not replicated)."""
+    from rgwkeeper.config import PurgeSection
+
+    w = World()
+    w.fx = {**w.fx, "zonegroup_get": {**w.fx["zonegroup_get"],
+                                      "zones": [*w.fx["zonegroup_get"]["zones"], {"id": "z2", "name": "secondary"}]}}
+    w.rgw_root = {**w.rgw_root, "realms.0d0c3f6e-8a3c-4b5e-9a47-3c1bba2f6a11": b"\x01"}
+    io, _ = purge_io(w, tmp_path)
+    p = asyncio.run(prepare(PurgeRequest(w.bucket), io, purge_cfg=PurgeSection(),
+                            store=CheckpointStore(tmp_path / "state"))).plan
+    assert "radosgw-admin zonegroup get" in w.log and p.profile.zones == 2 and p.method != "direct"
 
 
 @pytest.mark.parametrize("fault", ["busy", "s3"])
@@ -958,7 +1004,9 @@ def test_profile_reads_with_radosgw_admin_whenever_the_admin_api_gives_no_clear_
     assert asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)) == quiet
     assert any(line.startswith("radosgw-admin bucket stats") for line in w.log)
     assert any(line.startswith("radosgw-admin metadata get bucket.instance:") for line in w.log)
-    assert len(w.admin_api_reads) == 1, w.admin_api_reads  # the instance read: not a second timeout
+    assert "radosgw-admin zone get" in w.log
+    # The instance is not read through the API once the stats were not: not a second timeout.
+    assert sorted(w.admin_api_reads) == ["GET /admin/bucket?bucket=capture-mixed", "GET /admin/config?type=zone"]
 
 
 def test_a_recreated_bucket_is_not_taken_for_the_old_one_when_the_admin_api_says_no_such_bucket(tmp_path):
@@ -1412,11 +1460,12 @@ def test_a_direct_purge_that_queued_nothing_leaves_other_buckets_gc_alone(tmp_pa
     w.gc = [dict(OTHER_BUCKETS_GC)]
     p, io, cp, _ = make(w, tmp_path)
     assert p.method == "direct"
-    assert "gc list --include-all" in p.step(DropBucket).summary  # the dry run says when GC runs
+    assert "GC lists entries holding objects of the bucket" in p.step(DropBucket).summary  # when GC runs
+    assert any("rgw_gc.rgw_gc_queue_list_entries" in c for c in p.step(DropBucket).calls)  # how it looks
     report = run(p, io, cp)
     assert report.ok, report.checks
-    admin = [line for line in w.log if line.startswith("radosgw-admin gc")]
-    assert admin == ["radosgw-admin gc list --include-all"] * 2  # the drop's look, the read-back's
+    assert not [line for line in w.log if line.startswith("radosgw-admin gc")]
+    assert w.log.count("librados gc list") == 2  # the drop's look, the read-back's
     assert w.gc == [OTHER_BUCKETS_GC] and "other-marker.9_tail" in w.pools[DATA]
     assert report.counters["gc_not_run"] == 1 and not w.rados_left(DATA)
 
@@ -1430,9 +1479,8 @@ def test_a_direct_purge_runs_gc_when_gc_already_holds_objects_of_the_bucket(tmp_
     p, io, cp, _ = make(w, tmp_path)
     report = run(p, io, cp)
     assert report.ok, report.checks
-    assert [line for line in w.log if line.startswith("radosgw-admin gc")] == [
-        "radosgw-admin gc list --include-all", "radosgw-admin gc process --include-all",
-        "radosgw-admin gc list --include-all"]
+    assert [line for line in w.log if line.startswith(("radosgw-admin gc", "librados gc"))] == [
+        "librados gc list", "radosgw-admin gc process --include-all", "librados gc list"]
     assert w.gc == [] and old_tail not in w.pools[DATA] and "gc_not_run" not in report.counters
 
 
@@ -1442,8 +1490,39 @@ def test_a_direct_purge_that_sent_objects_through_s3_runs_gc_without_looking_fir
     p, io, cp, _ = make(w, tmp_path)
     report = run(p, io, cp)
     assert report.ok and report.counters["via_s3"] == 2
-    assert [line for line in w.log if line.startswith("radosgw-admin gc")] == [
-        "radosgw-admin gc process --include-all", "radosgw-admin gc list --include-all"]
+    assert [line for line in w.log if line.startswith(("radosgw-admin gc", "librados gc"))] == [
+        "radosgw-admin gc process --include-all", "librados gc list"]
+
+
+@pytest.mark.parametrize("why", ["read fails", "more GC objects than configured", "no zone=read cap"])
+def test_gc_is_listed_with_radosgw_admin_when_librados_cannot_read_it_and_the_bucket_s_entries_still_count(
+        tmp_path, why):
+    """The librados read of GC (profile.gc_entries) gives way to `radosgw-admin gc list`, the
+    reference, whenever it cannot answer for all of GC: an OSD error, RGW keeping more GC objects
+    than the mon's config says (gc.<n> exists), or a plan made without the zone's GC pool... which
+    the zone read through radosgw-admin still gives. The bucket's old entry is found either way."""
+    w = World().only_head_only_objects()
+    old_tail = f"{w.marker}__shadow_.overwritten_1"
+    w.pools[DATA][old_tail] = {"size": 4, "locator": "", "refs": 0}
+    w.gc = [{"tag": "tag-old\u0000", "time": "2026-01-01T00:00:00+0000",
+             "objs": [{"pool": DATA, "oid": old_tail, "key": "", "instance": ""}]}]
+    if why == "read fails":
+        w.gc_read_fault = CephError("default.rgw.log:gc/gc.7 rgw_gc.rgw_gc_queue_list_entries", "EIO")
+    elif why == "more GC objects than configured":
+        w.gc_shards_in_config = 16
+    else:
+        w.zone_caps = False
+    p, io, cp, _ = make(w, tmp_path)
+    report = run(p, io, cp)
+    assert report.ok, report.checks
+    gc_calls = [line for line in w.log if line.startswith(("radosgw-admin gc", "librados gc"))]
+    if why == "no zone=read cap":  # the zone came from radosgw-admin, GC pool included
+        assert p.profile.gc_pool == "default.rgw.log:gc" and "radosgw-admin zone get" in w.log
+        assert gc_calls == ["librados gc list", "radosgw-admin gc process --include-all", "librados gc list"]
+    else:
+        assert gc_calls == ["radosgw-admin gc list --include-all", "radosgw-admin gc process --include-all",
+                            "radosgw-admin gc list --include-all"]
+    assert w.gc == [] and old_tail not in w.pools[DATA]
 
 
 def _read_back(w, tmp_path, *, setup=lambda w: None):
@@ -1483,10 +1562,10 @@ def test_the_read_back_reads_through_the_admin_api_runs_two_processes_at_once_an
         tmp_path):
     report, calls, most, log = _read_back(World(), tmp_path)
     assert report.ok, report.checks
-    # Only what the admin API does not serve is a process: GC. When the owner's stats were synced
-    # comes from what the drop's sync printed.
-    assert calls == ["gc list --include-all"]
-    assert most == 1
+    # No process: GC is read with librados, the rest through the admin API. When the owner's
+    # stats were synced comes from what the drop's sync printed.
+    assert calls == [] and most == 0
+    assert "librados gc list" in log
     assert "admin API bucket list --uid" in log and "radosgw-admin bucket stats" not in " ".join(log)
     assert [c.name for c in report.checks] == [
         "bucket gone", "bucket instance gone", "index shards gone", f"no RADOS objects left in {DATA}",
@@ -1511,7 +1590,7 @@ def test_the_read_back_reads_with_radosgw_admin_whenever_the_admin_api_gives_no_
         fallen_back |= {f"bucket stats --bucket {bucket}", f"bucket list --uid {owner}"}
     if fault == "s3":  # NoSuchBucket is the bucket's own "gone" (HeadBucket checks it); the others fall back
         fallen_back |= {f"bucket list --uid {owner}"}
-    assert set(calls) == {"gc list --include-all", *fallen_back}
+    assert set(calls) == fallen_back
 
 
 def test_direct_purge_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket(tmp_path):
@@ -1773,7 +1852,8 @@ def test_a_capped_drop_whose_gc_check_fails_leaves_the_index_as_it_was_and_a_rer
     w = World().only_head_only_objects().as_release(*release)  # nothing through S3: GC is checked
     p, io, cp, _ = make(w, tmp_path)
     assert p.method == "direct"
-    w.gc_list_fails = 1
+    w.gc_read_fault = CephError("default.rgw.log:gc/gc.3 rgw_gc.rgw_gc_queue_list_entries", "EIO")
+    w.gc_list_fails = 1  # and radosgw-admin, which the purge then asks, fails as well
     w.log.clear()
     settings = Settings(rgw_retry_s=5.0, checkpoint_interval_s=0.0, max_objects_per_second=1000.0)
     with pytest.raises(CephError, match="failed to list objs"):
@@ -1804,5 +1884,6 @@ def test_a_capped_drop_checks_gc_first_then_works_on_one_index_shard_at_a_time(t
         assert drop and set(drop) == {window} and read_back == 64
         shard_work = next(i for i, line in enumerate(w.log)
                           if line.startswith((f"rados rm {INDEX}/.dir.", "rados empty index")))
-        gc = next(i for i, line in enumerate(w.log) if line.startswith("radosgw-admin gc "))  # list, or process
+        gc = next(i for i, line in enumerate(w.log)
+                  if line.startswith(("radosgw-admin gc ", "librados gc list")))  # list, or process
         assert gc < shard_work or not cap

@@ -16,6 +16,7 @@ from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.errors import InvalidName, UsageError
 from rgwkeeper import lifecycle as lc
 from rgwkeeper import releases
+from rgwkeeper.purge import plan as purge_plan
 from rgwkeeper.releases import behaviour
 from rgwkeeper.purge.layout import bucket_prefix, head_oid, index_shard_oids, is_tail, parse_refcount
 from rgwkeeper.purge.plan import (EVERYTHING, STEP_TYPES, DeleteObjects, DropBucket, NotNow, Plan, PurgeRequest,
@@ -142,8 +143,8 @@ def test_direct_plan_shows_exact_commands():
     prof = p.profile
     cmds = p.commands()
     assert kinds(p)[1] == "drop_lifecycle"
-    assert f"radosgw-admin metadata rm bucket:capture-mixed" in cmds
-    assert f"radosgw-admin metadata rm bucket.instance:capture-mixed:{prof.bucket_id}" in cmds
+    assert "S3 DeleteBucket bucket=capture-mixed" in cmds and not any("metadata rm" in c for c in cmds)
+    assert any(c.startswith(f"librados default.rgw.buckets.index: on .dir.{prof.bucket_id}") for c in cmds)
     assert "radosgw-admin user stats --uid rgwkeeper-admin --sync-stats" in cmds
     assert "radosgw-admin gc process --include-all" in cmds
     assert any(c.startswith("admin API PUT /admin/bucket?quota=&uid=rgwkeeper-admin&bucket=capture-mixed&max-objects=0")
@@ -442,11 +443,17 @@ def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket
     assert drop.calls[2] == f"S3 DeleteBucket bucket={prof.bucket}"
     assert not any("metadata rm" in c for c in p.commands())
     shown = "\n".join(p.show())
-    assert "removes nothing on tentacle" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
-    # Pacific's plan for the same bucket keeps its metadata removal.
-    pacific = plan(dataclasses.replace(prof, release="pacific"), PurgeRequest(prof.bucket), now=NOW)
-    assert not pacific.steps[3].through_rgw and pacific.steps[3].entry_rm == ("metadata", "rm", f"bucket:{prof.bucket}")
-    assert f"radosgw-admin metadata rm bucket.instance:{prof.bucket}:{prof.bucket_id}" in pacific.commands()
+    assert "removes nothing from Tentacle on" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
+    # Pacific and Reef drop the same way; the metadata removal they used before is what a plan
+    # saved then still holds (its checkpoint resumes: test_purge_execute).
+    for release in ("pacific", "reef"):
+        other = plan(dataclasses.replace(prof, release=release), PurgeRequest(prof.bucket), now=NOW)
+        assert other.steps[3].through_rgw and other.steps[3].calls[2] == f"S3 DeleteBucket bucket={prof.bucket}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(purge_plan.DIRECT_DROP, "pacific", "metadata-rm")
+        before = plan(dataclasses.replace(prof, release="pacific"), PurgeRequest(prof.bucket), now=NOW)
+    assert not before.steps[3].through_rgw and before.steps[3].entry_rm == ("metadata", "rm", f"bucket:{prof.bucket}")
+    assert f"radosgw-admin metadata rm bucket.instance:{prof.bucket}:{prof.bucket_id}" in before.commands()
 
 
 @pytest.mark.parametrize("rule, words", [

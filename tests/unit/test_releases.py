@@ -34,9 +34,9 @@ def test_rows_are_in_release_order_and_unknown_names_have_none():
 # Every column, read for every release: (shard_reduction, min_shards, direct_drop, lc_one_bucket, size_filters,
 # default_op_queue). Pacific, Reef and Tentacle are measured here; Quincy and Squid from their docs.
 TABLE = {
-    "pacific": (False, False, "metadata-rm", False, False, "wpq"),
+    "pacific": (False, False, "empty-index", False, False, "wpq"),
     "quincy": (False, False, None, True, False, "mclock_scheduler"),
-    "reef": (False, False, "metadata-rm", True, True, "mclock_scheduler"),
+    "reef": (False, False, "empty-index", True, True, "mclock_scheduler"),
     "squid": (False, False, None, True, True, "mclock_scheduler"),
     "tentacle": (True, True, "empty-index", True, True, "mclock_scheduler"),
 }
