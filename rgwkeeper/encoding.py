@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["DecodeError", "Decoder", "enc_bool", "enc_string", "enc_struct", "enc_u32"]
+__all__ = ["ANY_COMPAT", "DecodeError", "Decoder", "enc_bool", "enc_string", "enc_struct", "enc_u32"]
+
+#: Decoder.begin's ``known_v`` that accepts any compat version: for a struct only skipped, or
+#: whose fields read are laid out alike in every version (a newer one's are skipped).
+ANY_COMPAT = 255
 
 
 class DecodeError(ValueError):

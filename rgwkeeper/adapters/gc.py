@@ -76,7 +76,7 @@ def _entry(r: Decoder) -> dict[str, Any]:
 
 def decode_list_ret(data: bytes) -> tuple[list[dict[str, Any]], str, bool]:
     """cls_rgw_gc_list_ret: (entries, next marker, truncated). v1 (the omap list before
-    Octopus) has no marker; the caller then pages by the last entry's tag."""
+    Octopus) has no marker: a truncated v1 answer cannot be followed, and the caller refuses it."""
     r = Decoder(data, GcDecodeError)
     v, end = r.begin("cls_rgw_gc_list_ret", 2, 1)
     entries = [_entry(r) for _ in range(r.count())]

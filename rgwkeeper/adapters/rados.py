@@ -16,6 +16,7 @@ import errno
 import json
 import queue
 import threading
+import time
 from typing import Any, Callable, Iterator, Protocol
 
 import structlog
@@ -55,10 +56,10 @@ CLOSE_WAIT_S = 5.0
 #: BulkObjects.gc_entries: entries asked for per cls call, the answer buffer (python-rados
 #: allocates it whole per call; an answer that does not fit is read again with a buffer 4x
 #: larger, up to the last), and the most GC objects RGW keeps (rgw_shards_max()).
-GC_PAGE_ENTRIES = 100
-GC_PAGE_BYTES = 256 << 10
+GC_PAGE_ENTRIES = 1000
+GC_PAGE_BYTES = 1 << 20
 GC_MAX_PAGE_BYTES = 64 << 20
-GC_MAX_SHARDS = 65521
+GC_MAX_OBJECTS = 65521
 
 
 class RadosAdapter:
@@ -766,24 +767,30 @@ class BulkObjects:
                 self._readers_width = window
             return self._readers
 
-    async def gc_entries(self, namespace: str, shards: int) -> list[dict[str, Any]]:
+    async def gc_entries(self, namespace: str, count: int) -> list[dict[str, Any]]:
         """Every entry of RGW's GC, as ``radosgw-admin gc list --include-all`` prints them, read
-        from ``gc.0`` .. ``gc.<shards - 1>`` in ``namespace`` of this pool (adapters/gc.py): each
-        one's queue and its omap list from before Octopus. A shard that does not exist holds
-        nothing. ``gc.<shards>`` must not exist: if it does, RGW runs with more GC objects than
-        ``shards`` and the read is refused (CephError), as is any answer that cannot be decoded.
-        The calls are synchronous, one after the other: python-rados's aio_execute trusts the
-        answer's length over its buffer, so an answer larger than the buffer corrupts memory
-        (docs/purge.md, "GC at the drop"); the synchronous call says ERANGE, and is sent again with
-        a larger buffer."""
-        if not 0 < shards <= GC_MAX_SHARDS:
-            raise CephError(f"{self.pool}:{namespace} gc", f"{shards} GC objects is out of range (1..{GC_MAX_SHARDS})")
+        from its ``count`` GC objects ``gc.0`` .. ``gc.<count - 1>`` in ``namespace`` of this pool
+        (adapters/gc.py): each one's queue and its omap list from before Octopus. RGW creates all
+        of them when it starts, so ``gc.0`` must exist (else this is not where RGW keeps GC) and
+        ``gc.<count>`` must not (else RGW keeps more than ``count``); either is refused
+        (CephError), as is an answer that cannot be decoded, a marker that does not move on, or a
+        read that outlasts its budget (it stops itself: no thread is left paging). The calls are
+        synchronous, one after the other: python-rados's aio_execute trusts the answer's length
+        over its buffer, so an answer larger than the buffer corrupts memory (docs/purge.md, "How
+        GC is listed"); the synchronous call says ERANGE, and is sent again with a larger buffer."""
+        if not 0 < count <= GC_MAX_OBJECTS:
+            raise CephError(f"{self.pool}:{namespace} gc", f"{count} GC objects is out of range (1..{GC_MAX_OBJECTS})")
         rados_error, _ = _rados_errors()
+        where = f"{self.pool}:{namespace}"
+        budget = self.rados.access.timeout_s * (2 + count / 8)
+        deadline = time.monotonic() + budget
 
         def page(io: Any, oid: str, cls: str, method: str, marker: str) -> tuple[list[dict[str, Any]], str, bool]:
             """One page; ([], "", False) if the object does not exist."""
             size = GC_PAGE_BYTES
             while True:
+                if time.monotonic() > deadline:
+                    raise CephTimeout(f"{where} gc list", f"not read within {budget:.0f} s")
                 try:
                     _, out = io.execute(oid, cls, method, gc.list_op(marker, GC_PAGE_ENTRIES), length=size)
                 except rados_error as exc:
@@ -793,66 +800,98 @@ class BulkObjects:
                         continue
                     if code == errno.ENOENT and not marker:
                         return [], "", False
-                    raise CephError(f"{self.pool}:{namespace}/{oid} {cls}.{method}", str(exc)[:200]) from None
+                    raise CephError(f"{where}/{oid} {cls}.{method}", str(exc)[:200]) from None
                 return gc.decode_list_ret(bytes(out))
+
+        def exists(io: Any, oid: str) -> bool:
+            try:
+                io.stat(oid)
+            except rados_error as exc:
+                if getattr(exc, "errno", None) == errno.ENOENT:
+                    return False
+                raise
+            return True
 
         def run() -> list[dict[str, Any]]:
             io = self._own_ioctx()
-            io.set_namespace(namespace)
-            beyond = gc.shard_oid(shards)
             try:
-                io.stat(beyond)
-            except rados_error as exc:
-                if getattr(exc, "errno", None) != errno.ENOENT:
-                    raise
-            else:
-                raise CephError(f"{self.pool}:{namespace}/{beyond}", f"exists: RGW keeps more than {shards} GC "
-                                "objects (rgw_gc_max_objs)")
-            entries: list[dict[str, Any]] = []
-            for n in range(shards):
-                oid = gc.shard_oid(n)
-                for cls, method in ((gc.QUEUE_CLASS, gc.QUEUE_LIST), (gc.OMAP_CLASS, gc.OMAP_LIST)):
-                    got, marker, more = page(io, oid, cls, method, "")
-                    entries += got
-                    while more:
-                        if not marker:
-                            raise CephError(f"{self.pool}:{namespace}/{oid} {cls}.{method}",
-                                            "a truncated answer without a marker to go on from")
-                        got, marker, more = page(io, oid, cls, method, marker)
+                io.set_namespace(namespace)
+                if not exists(io, gc.shard_oid(0)):
+                    raise CephError(f"{where}/{gc.shard_oid(0)}", "does not exist: RGW keeps no GC here")
+                if exists(io, gc.shard_oid(count)):
+                    raise CephError(f"{where}/{gc.shard_oid(count)}", f"exists: RGW keeps more than {count} GC "
+                                    "objects (rgw_gc_max_objs)")
+                entries: list[dict[str, Any]] = []
+                for n in range(count):
+                    oid = gc.shard_oid(n)
+                    for cls, method in ((gc.QUEUE_CLASS, gc.QUEUE_LIST), (gc.OMAP_CLASS, gc.OMAP_LIST)):
+                        got, marker, more = page(io, oid, cls, method, "")
                         entries += got
-            return entries
+                        while more:
+                            if not marker:
+                                raise CephError(f"{where}/{oid} {cls}.{method}",
+                                                "a truncated answer without a marker to go on from")
+                            got, following, more = page(io, oid, cls, method, marker)
+                            if more and following == marker:
+                                raise CephError(f"{where}/{oid} {cls}.{method}",
+                                                f"a truncated answer whose marker does not move on ({marker!r})")
+                            marker = following
+                            entries += got
+                return entries
+            finally:
+                self._close_own(io)
 
         try:
-            return await self._call(f"gc list of {shards} GC objects", run, self._batch_timeout(2 * shards + 1, 1))
+            return await self._call(f"gc list of {count} GC objects", run, budget + 5)
         except gc.GcDecodeError as exc:
-            raise CephError(f"{self.pool}:{namespace} gc", str(exc)) from None
+            raise CephError(f"{where} gc", str(exc)) from None
 
-    async def read_pool(self, max_objects: int, max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
+    async def read_pool(self, max_objects: int, *, read_prefix: str = "",
+                        max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
         """Every object of this (small) pool, in every namespace: name -> content (namespaced
-        names as ``ns/name``). None if it holds more than ``max_objects`` objects or an object
-        larger than ``max_bytes``: not the small pool the caller expected."""
-        import rados
-
+        names as ``ns/name``); only objects named ``read_prefix...`` are read, the others' content
+        is empty (``.rgw.root``'s zones hold their system key, which is not needed). None if
+        the pool holds more than ``max_objects`` objects or an object to read is larger than
+        ``max_bytes``: not the small pool the caller expected. Anything unexpected is CephError."""
         def run() -> dict[str, bytes] | None:
+            import rados
+
             io = self._own_ioctx()
-            io.set_namespace(rados.LIBRADOS_ALL_NSPACES)
-            names = []
-            for obj in io.list_objects():
-                names.append((obj.nspace, obj.key, obj.locator_key))
-                if len(names) > max_objects:
-                    return None
-            out: dict[str, bytes] = {}
-            for ns, key, locator in names:
-                io.set_namespace(ns)
-                io.set_locator_key(locator or "")
-                size, _ = io.stat(key)
-                if size > max_bytes:
-                    return None
-                out[f"{ns}/{key}" if ns else key] = bytes(io.read(key, size)) if size else b""
-            return out
+            try:
+                io.set_namespace(rados.LIBRADOS_ALL_NSPACES)
+                names = []
+                for obj in io.list_objects():
+                    names.append((obj.nspace, obj.key, obj.locator_key))
+                    if len(names) > max_objects:
+                        return None
+                out: dict[str, bytes] = {}
+                for ns, key, locator in names:
+                    data = b""
+                    if key.startswith(read_prefix):
+                        io.set_namespace(ns)
+                        io.set_locator_key(locator or "")
+                        size, _ = io.stat(key)
+                        if size > max_bytes:
+                            return None
+                        data = bytes(io.read(key, size)) if size else b""
+                    out[f"{ns}/{key}" if ns else key] = data
+                return out
+            except (CephError, rados.Error):
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. a name that is not UTF-8: the caller asks radosgw-admin
+                raise CephError(f"{self.pool} read", f"{type(exc).__name__}: {str(exc)[:160]}") from None
+            finally:
+                self._close_own(io)
 
         return await self._call(f"read of the pool's {max_objects} objects at most", run,
                                 self._batch_timeout(max_objects, 1))
+
+    def _close_own(self, io: Any) -> None:
+        """Close an ioctx of :meth:`_own_ioctx` whose call is done (it is not closed twice)."""
+        with self._open_lock:
+            if io in self._extra_ios:
+                self._extra_ios.remove(io)
+        io.close()
 
     def _own_ioctx(self) -> Any:
         """A new ioctx on the pool, closed with the others (for callers that each need their own)."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CephCli, CompletedRun, Runner, extract_json, subprocess_runner
-from rgwkeeper.errors import CommandFailed, InvalidName, NotFound
+from rgwkeeper.errors import CephError, CommandFailed, InvalidName, NotFound
 from rgwkeeper.names import validate_bucket
 
 __all__ = ["RadosgwAdmin", "CompletedRun", "Runner", "extract_json", "subprocess_runner"]
@@ -167,10 +167,15 @@ def zone_layout(zone: Mapping[str, Any] | None) -> dict[str, Any]:
     data_extra_pool, data_pool (STANDARD), storage_classes, class_data_pools}), ``gc_pool``
     (``pool:namespace``) and the zone's ``id``. The parameters also hold the zone's ``system_key`` (a secret in
     multisite setups): nothing else is kept, and nothing of the raw answer is logged."""
+    if not isinstance(zone, Mapping) or not isinstance(zone.get("placement_pools", []), list):
+        raise CephError("zone parameters", "not a zone's parameters (no list of placement pools)")
     out: dict[str, dict[str, Any]] = {}
-    for p in (zone or {}).get("placement_pools", []):
-        val = p.get("val", {})
-        classes = val.get("storage_classes", {})
+    for p in zone.get("placement_pools", []):
+        val = p.get("val") if isinstance(p, Mapping) else None
+        classes = val.get("storage_classes", {}) if isinstance(val, Mapping) else None
+        if not isinstance(p, Mapping) or not isinstance(p.get("key"), str) or not isinstance(classes, Mapping) or \
+                not all(isinstance(c, Mapping) for c in classes.values()):
+            raise CephError("zone parameters", "a placement pool entry of another shape")
         out[p["key"]] = {
             "index_pool": val.get("index_pool", ""),
             "data_extra_pool": val.get("data_extra_pool", ""),
@@ -178,6 +183,6 @@ def zone_layout(zone: Mapping[str, Any] | None) -> dict[str, Any]:
             "storage_classes": sorted(classes),
             "class_data_pools": sorted({c.get("data_pool", "") for c in classes.values()} - {""}),
         }
-    gc_pool, zone_id = ((zone or {}).get(k, "") for k in ("gc_pool", "id"))
+    gc_pool, zone_id = (zone.get(k, "") for k in ("gc_pool", "id"))
     return {"placement": out, "gc_pool": gc_pool if isinstance(gc_pool, str) else "",
             "id": zone_id if isinstance(zone_id, str) else ""}

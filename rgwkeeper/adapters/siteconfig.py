@@ -10,17 +10,25 @@ choice of zonegroup, :func:`the_single_zone` answers only when *every* zonegroup
 has exactly one zone, the same one: then RGW's has it too, whichever it chose (the caller
 checks it is the zone RGW serves). Anything else (a
 realm or period, a legacy region, an object this module does not know, an encoding it cannot
-read, two zones anywhere) answers None, and the caller asks radosgw-admin.
+read, two zones anywhere) answers None, and the caller asks radosgw-admin. The caller reads
+.rgw.root only where it is RGW's config store (ROOT_CONFIG_DEFAULTS).
 """
 from __future__ import annotations
 
 from typing import Mapping
 
-from rgwkeeper.encoding import DecodeError, Decoder
+from rgwkeeper.encoding import ANY_COMPAT, DecodeError, Decoder
 
-__all__ = ["ROOT_POOL", "SiteConfigError", "the_single_zone", "zonegroup_zone_ids", "zones_if_single"]
+__all__ = ["CONFIG_STORE_OPTION", "ROOT_CONFIG_DEFAULTS", "ROOT_POOL", "SiteConfigError", "the_single_zone",
+           "zonegroup_zone_ids", "zones_if_single"]
 
-ROOT_POOL = ".rgw.root"  # rgw_zonegroup_root_pool, rgw_zone_root_pool, rgw_realm_root_pool: the default
+ROOT_POOL = ".rgw.root"
+CONFIG_STORE_OPTION = "rgw_config_store"
+#: Where RGW keeps its configuration when .rgw.root is the place to read it: every root pool
+#: option at its default and, from Reef, the RADOS config store (not dbstore or json).
+ROOT_CONFIG_DEFAULTS = {"rgw_realm_root_pool": ROOT_POOL, "rgw_zonegroup_root_pool": ROOT_POOL,
+                        "rgw_zone_root_pool": ROOT_POOL, "rgw_period_root_pool": ROOT_POOL,
+                        CONFIG_STORE_OPTION: "rados"}
 ZONEGROUP_PREFIX = "zonegroup_info."
 #: What ``.rgw.root`` holds without a realm (seen on 16.2.15, 18.2.7 and 20.2.4); any other object
 #: (``realms.``, ``default.realm``, ``periods.``, ``region_info.``, ...) means it is not that case.
@@ -50,7 +58,7 @@ def zonegroup_zone_ids(data: bytes) -> list[str]:
     ids = []
     for _ in range(r.count()):
         ids.append(r.string())
-        _, zend = r.begin("RGWZone", 20, 1)
+        _, zend = r.begin("RGWZone", ANY_COMPAT, 1)  # only skipped: any version will do
         r.finish("RGWZone", zend)
     r.finish("RGWZoneGroup", end)
     r.done("zonegroup")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rgwkeeper.encoding import Decoder
+from rgwkeeper.encoding import ANY_COMPAT, Decoder
 
 MANIFEST_XATTR, TAIL_TAG_XATTR, ID_TAG_XATTR = "user.rgw.manifest", "user.rgw.tail_tag", "user.rgw.idtag"
 XATTR_THREADS = 16  # heads whose xattrs a purge reads at once (python-rados has no aio getxattr)
@@ -79,7 +79,7 @@ def parse_refcount(blob: bytes) -> Refcount:
     map<string, bool> refs, then (v2) set<string> retired_refs."""
     r = Decoder(blob, strict_utf8=False)
     try:
-        version, _ = r.begin("obj_refcount", 255, 0)
+        version, _ = r.begin("obj_refcount", ANY_COMPAT, 0)
         refs = []
         for _ in range(r.u32()):
             tag = r.string().rstrip("\x00")
@@ -128,11 +128,11 @@ def parse_dir_entry(blob: bytes) -> IndexEntry:
     (cls/rgw/cls_rgw_types.h), and the fixtures of every release check it."""
     r = Decoder(blob, strict_utf8=False)
     try:
-        r.begin("rgw_bucket_dir_entry", 255, 0)
+        r.begin("rgw_bucket_dir_entry", ANY_COMPAT, 0)
         name = r.string()
         r.u64()
         exists = r.u8() != 0
-        meta_v, _ = r.begin("rgw_bucket_dir_entry_meta", 255, 0)
+        meta_v, _ = r.begin("rgw_bucket_dir_entry_meta", ANY_COMPAT, 0)
         category, size = r.u8(), r.u64()
         sec, nsec = r.u32(), r.u32()
         etag = r.string()

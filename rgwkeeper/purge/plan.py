@@ -938,11 +938,11 @@ _GC_WHEN_NEEDED = ("if objects went through S3 or uploads were aborted, process 
 
 def _gc_list_call(p: BucketProfile) -> str:
     """How a purge lists GC (profile.gc_entries)."""
-    if not (p.gc_pool and p.gc_shards > 0):
+    if not (p.gc_pool and p.gc_objects > 0):
         return "radosgw-admin gc list --include-all"
     pool, _, ns = p.gc_pool.partition(":")
-    return (f"librados {pool}" + (f" namespace {ns}" if ns else "") + f": gc.{p.gc_shards} must not exist, then "
-            f"exec rgw_gc.rgw_gc_queue_list_entries and rgw.gc_list on gc.0 .. gc.{p.gc_shards - 1}, including "
+    return (f"librados {pool}" + (f" namespace {ns}" if ns else "") + f": gc.{p.gc_objects} must not exist, then "
+            f"exec rgw_gc.rgw_gc_queue_list_entries and rgw.gc_list on gc.0 .. gc.{p.gc_objects - 1}, including "
             "entries not yet due (radosgw-admin gc list --include-all if that read fails)")
 
 
@@ -956,7 +956,7 @@ def _empty_index_drop(p: BucketProfile, shards: Sequence[str]) -> DropBucket:
     return DropBucket(
         summary="drop the bucket: empty its index shards in place (only entries of removed heads are left), then "
         "delete the empty bucket through RGW, which unlinks it from the owner and removes its entrypoint, "
-        "instance and index shards (`metadata rm bucket.instance` removes nothing from Tentacle on), then "
+        "instance and index shards, then "
         "resync the owner's stats; meanwhile " + _GC_WHEN_NEEDED,
         stats_sync=rgwa.user_stats_sync_args(p.owner), gc=rgwa.gc_process_args(include_all=True),
         calls=(_drop_count_check(p),

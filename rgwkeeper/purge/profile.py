@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
@@ -16,7 +17,8 @@ import structlog
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
-from rgwkeeper.adapters.siteconfig import MAX_ROOT_OBJECTS, ROOT_POOL, the_single_zone
+from rgwkeeper.adapters.siteconfig import (CONFIG_STORE_OPTION, MAX_ROOT_OBJECTS, ROOT_CONFIG_DEFAULTS, ROOT_POOL,
+                                            ZONEGROUP_PREFIX, the_single_zone, zones_if_single)
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper.purge.layout import index_shard_oids
@@ -75,7 +77,7 @@ class BucketProfile:
     # RGW's GC objects: the zone's gc_pool (pool:namespace) and rgw_gc_max_objs; "" / 0: not
     # known, and GC is listed with radosgw-admin (gc_entries).
     gc_pool: str = ""
-    gc_shards: int = 0
+    gc_objects: int = 0
 
     @property
     def mean_object_bytes(self) -> float:
@@ -99,7 +101,7 @@ class BucketProfile:
 
 def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placement: Mapping[str, Any],
                   zones: list[str], versions: Mapping[str, Any],
-                  head_chunk_bytes: int | None = None, *, gc_pool: str = "", gc_shards: int | None = None) -> BucketProfile:
+                  head_chunk_bytes: int | None = None, *, gc_pool: str = "", gc_objects: int | None = None) -> BucketProfile:
     """Combine ``bucket stats``, ``metadata get bucket.instance:B:ID``, the zone's placement
     pools, the zonegroup's zones and ``ceph versions`` into a profile."""
     info = instance.get("data", {}).get("bucket_info", {})
@@ -144,7 +146,7 @@ def parse_profile(stats: Mapping[str, Any], instance: Mapping[str, Any], placeme
         # Tentacle's bucket stats name the generation; earlier releases' do not (resolved by a probe).
         index_gen=int(stats["index_generation"]) if "index_generation" in stats else None,
         gc_pool=gc_pool,
-        gc_shards=gc_shards or 0,
+        gc_objects=gc_objects or 0,
     )
 
 
@@ -182,10 +184,10 @@ async def gc_entries(p: BucketProfile, *, rgw: RadosgwAdmin,
     takes 0.1-0.8 s) when the plan knows where they are; through radosgw-admin, the reference,
     when it does not, or when that read fails or finds more GC objects than RGW is configured
     with (docs/purge.md, "GC at the drop")."""
-    if bulk is not None and p.gc_pool and p.gc_shards > 0:
+    if bulk is not None and p.gc_pool and p.gc_objects > 0:
         pool, _, namespace = p.gc_pool.partition(":")
         try:
-            return await bulk(pool).gc_entries(namespace, p.gc_shards)
+            return await bulk(pool).gc_entries(namespace, p.gc_objects)
         except CephError as exc:
             log.info("gc list through radosgw-admin, not librados", why=str(exc)[:200])
     return await rgw.gc_list(include_all=True)
@@ -256,12 +258,12 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
     async def site() -> tuple[dict[str, Any], list[str]]:
         """The zone's layout (admin API, else radosgw-admin) and its zonegroup's zones: from
         .rgw.root where that answers for a realm-less single zone, the zone RGW serves
-        (siteconfig.the_single_zone), else from `radosgw-admin zonegroup get`."""
+        (siteconfig.zones_if_single), else from `radosgw-admin zonegroup get`."""
         async def root() -> dict[str, bytes] | None:
-            if bulk is None:
+            if bulk is None or not await root_is_the_config_store():
                 return None
             try:
-                return await bulk(ROOT_POOL).read_pool(MAX_ROOT_OBJECTS)
+                return await bulk(ROOT_POOL).read_pool(MAX_ROOT_OBJECTS, read_prefix=ZONEGROUP_PREFIX)
             except CephError as exc:
                 log.info("zonegroup read through radosgw-admin, not librados", why=str(exc)[:200])
                 return None
@@ -273,14 +275,13 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
 
         if one_at_a_time:
             layout, objects = await zone(), await root()
-            single = the_single_zone(objects) if objects else None
-            return layout, [single] if single and single == layout["id"] else await rgw.zonegroup_zones()
+            zones = zones_if_single(objects, layout["id"]) if objects else None
+            return layout, zones if zones is not None else await rgw.zonegroup_zones()
 
         zone_task = asyncio.ensure_future(zone())
         try:
             objects = await root()
-            single = the_single_zone(objects) if objects else None
-            if single is None:  # radosgw-admin's zonegroup get, beside the zone read as before
+            if not objects or the_single_zone(objects) is None:  # zonegroup get beside the zone read, as before
                 zones = await rgw.zonegroup_zones()
                 return await zone_task, zones
             layout = await zone_task
@@ -288,7 +289,27 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
             if not zone_task.done():
                 zone_task.cancel()
                 await asyncio.gather(zone_task, return_exceptions=True)
-        return layout, [single] if single == layout["id"] else await rgw.zonegroup_zones()
+        zones = zones_if_single(objects, layout["id"])
+        return layout, zones if zones is not None else await rgw.zonegroup_zones()
+
+    async def root_is_the_config_store() -> bool:
+        """RGW keeps its realm, zonegroup and zone configuration in .rgw.root: the root pool
+        options are at their default and the config store (Reef and later) is RADOS. As the mon's
+        config database answers for client.rgw (an override only in an RGW host's ceph.conf is
+        not seen here, nor by radosgw-admin on this host)."""
+        async def option(key: str) -> str | None:
+            try:
+                out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": key})
+            except CephError as exc:
+                # An option this release does not know (rgw_config_store before Reef): its default.
+                return ROOT_CONFIG_DEFAULTS[key] if exc.ret == -errno.ENOENT and key == CONFIG_STORE_OPTION else None
+            return out if isinstance(out, str) else None
+
+        got = await asyncio.gather(*(option(k) for k in ROOT_CONFIG_DEFAULTS))
+        differs = {k: v for k, v in zip(ROOT_CONFIG_DEFAULTS, got) if v != ROOT_CONFIG_DEFAULTS[k]}
+        if differs:
+            log.info("zonegroup read through radosgw-admin, not librados", why=f"not the default config store: {differs}")
+        return not differs
 
     reads: list[Callable[[], Awaitable[Any]]] = [
         stats_and_instance, site,
@@ -299,11 +320,11 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
             results = [await read() for read in reads]
         else:
             results = list(await asyncio.gather(*(read() for read in reads)))
-        (stats, instance), (layout, zones), versions, chunk, gc_shards = results
+        (stats, instance), (layout, zones), versions, chunk, gc_objects = results
     except NotFound:
         raise NoSuchBucket(f"bucket {bucket!r} does not exist") from None
     profile = parse_profile(stats, instance, layout["placement"], zones, versions or {}, chunk,
-                            gc_pool=layout["gc_pool"], gc_shards=gc_shards)
+                            gc_pool=layout["gc_pool"], gc_objects=gc_objects)
     if bulk is not None:
         profile = await probe_index_generation(profile, bulk(profile.index_pool) if profile.index_pool else None)
     return profile

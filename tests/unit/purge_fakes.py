@@ -11,8 +11,8 @@ change so tests can assert on what was done.
 
 from __future__ import annotations
 
-import base64
 import asyncio
+import base64
 import copy
 import dataclasses
 import datetime
@@ -30,7 +30,7 @@ from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
 from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, zone_layout
-from rgwkeeper.adapters.siteconfig import ROOT_POOL
+from rgwkeeper.adapters.siteconfig import CONFIG_STORE_OPTION, ROOT_CONFIG_DEFAULTS, ROOT_POOL
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
 from rgwkeeper.purge.execute import PurgeIO
 from rgwkeeper.purge.layout import head_oid, index_name
@@ -136,15 +136,16 @@ class World:
         self.fail_delete_keys: set[str] = set()
         self.metadata_caps = True  # False: the admin user lacks metadata=read
         self.zone_caps = True  # False: the admin user lacks zone=read
-        # RGW's GC objects, gc.0 .. gc.<gc_shards - 1> in the zone's gc_pool (captured: 32 on every
+        # RGW's GC objects, gc.0 .. gc.<gc_objects - 1> in the zone's gc_pool (captured: 32 on every
         # release); gc_read_fault: what a librados read of them raises (BulkObjects.gc_entries).
-        self.gc_shards = 32
-        self.gc_shards_in_config: int | None = None  # what the mon's config answers, if not gc_shards
+        self.gc_objects = 32
+        self.gc_objects_in_config: int | None = None  # what the mon's config answers, if not gc_objects
         self.gc_read_fault: Exception | None = None
         # .rgw.root as librados reads it (BulkObjects.read_pool): the realm-less single zone's
         # objects captured on 16.2.15 (tests/fixtures/pacific/gc.json) with this world's zone id;
         # None: the read fails. A world whose zonegroup has more zones holds a realm, as multisite
         # needs.
+        self.root_config: dict[str, str] = {}  # root pool / config store options set (else their defaults)
         self.rgw_root: dict[str, bytes] | None = _rgw_root(fx["zone_get"]["id"])
         if len(fx["zonegroup_get"]["zones"]) > 1:
             self.rgw_root["realms.0d0c3f6e-8a3c-4b5e-9a47-3c1bba2f6a11"] = b"\x01"
@@ -371,6 +372,10 @@ def sync_stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: Event loop turns a fake radosgw-admin process takes.
+PROCESS_TURNS = 8
+
+
 class FakeRunner:
     """radosgw-admin, as far as purge uses it (strict)."""
 
@@ -378,13 +383,15 @@ class FakeRunner:
         self.w = world
 
     async def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
-        """Each call is a process that runs beside the caller's other work (it yields once), and
-        the world counts how many ran at once."""
+        """Each call is a process that runs beside the caller's other work (it yields a few times:
+        a process takes longer than a mon command or a librados read), and the world counts how
+        many ran at once."""
         w = self.w
         w.admin_at_once += 1
         w.admin_most_at_once = max(w.admin_most_at_once, w.admin_at_once)
         try:
-            await asyncio.sleep(0)
+            for _ in range(PROCESS_TURNS):
+                await asyncio.sleep(0)
             return await self._answer(argv, timeout)
         finally:
             w.admin_at_once -= 1
@@ -727,15 +734,18 @@ class FakeBulk:
             return None  # librados looks an object up by its locator: the wrong one finds nothing
         return o
 
-    async def read_pool(self, max_objects: int, max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
+    async def read_pool(self, max_objects: int, *, read_prefix: str = "",
+                        max_bytes: int = 1 << 20) -> dict[str, bytes] | None:
         if self.pool != ROOT_POOL:
             raise UnexpectedCall(f"read of every object of {self.pool}")
         if self.w.rgw_root is None:
             raise CephError(f"{ROOT_POOL} list", "EIO")
         self.w.log.append(f"librados read {ROOT_POOL}")
-        return None if len(self.w.rgw_root) > max_objects else dict(self.w.rgw_root)
+        if len(self.w.rgw_root) > max_objects:
+            return None
+        return {k: (v if k.split("/")[-1].startswith(read_prefix) else b"") for k, v in self.w.rgw_root.items()}
 
-    async def gc_entries(self, namespace: str, shards: int) -> list[dict[str, Any]]:
+    async def gc_entries(self, namespace: str, count: int) -> list[dict[str, Any]]:
         """The world's GC entries, as BulkObjects.gc_entries reads them from the GC objects: only
         from the zone's gc_pool, and refused as the adapter refuses them when RGW keeps more GC
         objects than ``shards`` (gc.<shards> exists)."""
@@ -744,8 +754,8 @@ class FakeBulk:
             raise UnexpectedCall(f"GC read from {self.pool}:{namespace}, not the zone's {pool}:{ns}")
         if self.w.gc_read_fault is not None:
             raise self.w.gc_read_fault
-        if shards < self.w.gc_shards:
-            raise CephError(f"{self.pool}:{namespace}/gc.{shards}", f"exists: RGW keeps more than {shards} GC objects")
+        if count < self.w.gc_objects:
+            raise CephError(f"{self.pool}:{namespace}/gc.{count}", f"exists: RGW keeps more than {count} GC objects")
         self.w.log.append("librados gc list")
         return copy.deepcopy(self.w.gc)
 
@@ -1036,10 +1046,18 @@ class FakeRados:
             return self.lc_debug_interval
         if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_max_chunk_size":
             return 4194304  # the default: the mon answers an unset option with it (captured on 20.2.4)
+        if cmd.get("prefix") == "config get" and cmd.get("key") in ROOT_CONFIG_DEFAULTS:
+            if cmd.get("who") != "client.rgw":
+                raise UnexpectedCall(f"{cmd.get('key')} read for {cmd.get('who')}, not client.rgw")
+            if cmd["key"] in self.w.root_config:
+                return self.w.root_config[cmd["key"]]
+            if cmd["key"] == CONFIG_STORE_OPTION and self.w.release == "pacific":
+                raise CephError("config get", f"unrecognized key '{cmd['key']}'", ret=-2)  # Reef and later (as 16.2.15)
+            return ROOT_CONFIG_DEFAULTS[cmd["key"]]
         if cmd.get("prefix") == "config get" and cmd.get("key") == "rgw_gc_max_objs":
             if cmd.get("who") != "client.rgw":
                 raise UnexpectedCall(f"rgw_gc_max_objs read for {cmd.get('who')}, not client.rgw")
-            return self.w.gc_shards if self.w.gc_shards_in_config is None else self.w.gc_shards_in_config
+            return self.w.gc_objects if self.w.gc_objects_in_config is None else self.w.gc_objects_in_config
         raise UnexpectedCall(f"unexpected mon command {cmd}")
 
 

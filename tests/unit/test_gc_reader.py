@@ -200,13 +200,13 @@ def read(tmp_path: Path, io: GcIoctx, shards: int, monkeypatch: pytest.MonkeyPat
 
 def test_pages_an_answer_too_large_for_the_buffer_and_legacy_omap_entries_are_all_read(tmp_path, monkeypatch):
     queues = {f"gc.{n}": [] for n in range(8)}
-    queues["gc.3"] = [entry(n) for n in range(250)]  # three pages
-    queues["gc.5"] = [entry(1000, objs=3000, name_len=120)]  # one entry of ~500 KiB: larger than the buffer
+    queues["gc.3"] = [entry(n) for n in range(2500)]  # three pages
+    queues["gc.5"] = [entry(10_000, objs=12_000, name_len=120)]  # one entry of ~2 MiB: larger than the buffer
     omaps = {"gc.6": [entry(2000), entry(2001)]}  # queued before Octopus
     io = GcIoctx(queues, omaps)
     got = read(tmp_path, io, 8, monkeypatch)
     assert comparable(got) == comparable(queues["gc.3"] + queues["gc.5"] + omaps["gc.6"])
-    assert [c[2] for c in io.calls if c[0] == "gc.3" and c[1] == gc.QUEUE_LIST] == ["", "100", "200"]
+    assert [c[2] for c in io.calls if c[0] == "gc.3" and c[1] == gc.QUEUE_LIST] == ["", "1000", "2000"]
     sizes = [c[3] for c in io.calls if c[0] == "gc.5" and c[1] == gc.QUEUE_LIST]
     assert sizes[0] == rados_adapter.GC_PAGE_BYTES and sizes[-1] > sizes[0] and len(sizes) >= 2
 
@@ -216,6 +216,48 @@ def test_more_gc_objects_than_it_was_told_is_refused_and_fewer_are_nothing(tmp_p
     with pytest.raises(CephError, match="gc.6: exists: RGW keeps more than 6 GC objects"):
         read(tmp_path, GcIoctx(queues, {}), 6, monkeypatch)
     assert len(read(tmp_path, GcIoctx(queues, {}), 12, monkeypatch)) == 8  # gc.8 .. gc.11: ENOENT, nothing
+
+
+def test_no_gc_0_is_not_where_rgw_keeps_gc_and_is_refused(tmp_path, monkeypatch):
+    """RGW creates every GC object when it starts: none at all means another pool or namespace,
+    which must not pass for an empty GC."""
+    with pytest.raises(CephError, match="gc.0: does not exist: RGW keeps no GC here"):
+        read(tmp_path, GcIoctx({}, {}), 32, monkeypatch)
+
+
+class Paging(GcIoctx):
+    """gc.1's queue answers its pages as ``answer(marker)`` says: (entries, next marker, truncated)."""
+
+    def __init__(self, queues, answer):
+        super().__init__(queues, {})
+        self.answer = answer
+
+    def execute(self, oid, cls, method, data, length=8192):
+        if oid != "gc.1" or method != gc.QUEUE_LIST:
+            return super().execute(oid, cls, method, data, length)
+        op = Decoder(data)
+        _, end = op.begin("cls_rgw_gc_list_op", 2, 2)
+        marker = op.string()
+        self.calls.append((oid, method, marker, length))
+        result = self.answer(marker)
+        if isinstance(result, int):
+            raise RadosError("exec", result)
+        out = encode_ret(*result)
+        return len(out), out
+
+
+@pytest.mark.parametrize("answer, why", [
+    (lambda m: ([entry(1)], "7/100", True), "a truncated answer whose marker does not move on"),
+    (lambda m: ([entry(1)], "", True), "a truncated answer without a marker to go on from"),
+    (lambda m: ([entry(1)], "7/100", True) if not m else errno.ENOENT, "gc.1 rgw_gc.rgw_gc_queue_list_entries"),
+    (lambda m: errno.EINVAL, "gc.1 rgw_gc.rgw_gc_queue_list_entries"),  # not a queue (omap GC from before Octopus)
+])
+def test_a_page_that_cannot_be_followed_is_refused_not_looped_on(tmp_path, monkeypatch, answer, why):
+    queues = {f"gc.{n}": [] for n in range(4)}
+    io = Paging(queues, answer)
+    with pytest.raises(CephError, match=why):
+        read(tmp_path, io, 4, monkeypatch)
+    assert len([c for c in io.calls if c[0] == "gc.1"]) <= 2
 
 
 def test_an_answer_that_cannot_be_decoded_or_an_osd_error_is_a_ceph_error(tmp_path, monkeypatch):

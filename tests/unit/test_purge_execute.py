@@ -971,6 +971,44 @@ def test_a_capped_purges_plan_starts_one_radosgw_admin_process_at_a_time(tmp_pat
     assert w.admin_most_at_once == (min(1, len(expected)) if capped else len(expected))
 
 
+@pytest.mark.parametrize("option, value", [("rgw_zonegroup_root_pool", "site.rgw.root"),
+                                           ("rgw_realm_root_pool", "site.rgw.root"),
+                                           ("rgw_config_store", "dbstore")])
+def test_rgw_root_is_not_read_where_rgw_keeps_its_configuration_elsewhere(tmp_path, option, value):
+    """A .rgw.root left behind by an earlier configuration could say "one zone" while RGW's real
+    zonegroup, elsewhere, has two: where a root pool option or the config store is not the
+    default, the zonegroup comes from radosgw-admin."""
+    w = World().as_release("tentacle", "20.2.4")
+    w.root_config[option] = value
+    p, io, cp, _ = make(w, tmp_path)
+    assert "radosgw-admin zonegroup get" in w.log and "librados read .rgw.root" not in w.log
+    w2 = World()  # Pacific: no rgw_config_store option (ENOENT), the default config store
+    (tmp_path / "pacific").mkdir()
+    make(w2, tmp_path / "pacific")
+    assert "librados read .rgw.root" in w2.log and "radosgw-admin zonegroup get" not in w2.log
+
+
+@pytest.mark.parametrize("answer", [None, {"placement_pools": "default-placement"},
+                                    {"placement_pools": [{"key": "default-placement", "val": None}]},
+                                    {"placement_pools": [["default-placement"]]}])
+def test_a_zone_answer_of_another_shape_is_read_again_with_radosgw_admin(tmp_path, monkeypatch, answer):
+    """AdminApi.zone_layout refuses an answer it cannot read (CephError), and the plan asks
+    radosgw-admin, never a traceback."""
+    from rgwkeeper.adapters.radosgw_admin import zone_layout
+
+    with pytest.raises(CephError, match="zone parameters"):
+        zone_layout(answer)
+    w = World()
+    io, _ = purge_io(w, tmp_path)
+
+    async def odd() -> dict:
+        return zone_layout(answer)
+
+    monkeypatch.setattr(io.admin_api, "zone_layout", odd)
+    prof = asyncio.run(gather_profile(w.bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api, bulk=io.bulk))
+    assert "radosgw-admin zone get" in w.log and prof.data_pool == DATA and prof.gc_pool == "default.rgw.log:gc"
+
+
 def test_a_multisite_zonegroup_is_read_with_radosgw_admin_and_refuses_the_direct_method(tmp_path):
     """A realm in .rgw.root (multisite needs one) is not answered from .rgw.root: `zonegroup get`
     says two zones, and the direct method is refused (RADOS removals are not replicated)."""
@@ -1509,7 +1547,7 @@ def test_gc_is_listed_with_radosgw_admin_when_librados_cannot_read_it_and_the_bu
     if why == "read fails":
         w.gc_read_fault = CephError("default.rgw.log:gc/gc.7 rgw_gc.rgw_gc_queue_list_entries", "EIO")
     elif why == "more GC objects than configured":
-        w.gc_shards_in_config = 16
+        w.gc_objects_in_config = 16
     else:
         w.zone_caps = False
     p, io, cp, _ = make(w, tmp_path)

@@ -443,7 +443,7 @@ def test_direct_plan_on_tentacle_empties_the_index_and_has_rgw_delete_the_bucket
     assert drop.calls[2] == f"S3 DeleteBucket bucket={prof.bucket}"
     assert not any("metadata rm" in c for c in p.commands())
     shown = "\n".join(p.show())
-    assert "removes nothing from Tentacle on" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
+    assert "delete the empty bucket through RGW" in shown and f"> S3 DeleteBucket bucket={prof.bucket}" in shown
     # Pacific and Reef drop the same way; the metadata removal they used before is what a plan
     # saved then still holds (its checkpoint resumes: test_purge_execute).
     for release in ("pacific", "reef"):
