@@ -147,15 +147,18 @@ class RadosAdapter:
         except concurrent.futures.TimeoutError:
             raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
 
-    async def acommand(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None) -> Any:
-        fut = self.submit(self._command_blocking, cmd, osd)
+    async def acommand(self, cmd: dict[str, Any], *, osd: int | None = None, timeout: float | None = None,
+                       text: bool = False) -> Any:
+        """A command's JSON answer; with ``text``, its answer as the text it is (stripped): the mon
+        prints a string option's ``config get`` bare even with format=json (20.2.4)."""
+        fut = self.submit(self._command_blocking, cmd, osd, text)
         t = timeout or self.access.timeout_s
         try:
             return await asyncio.wait_for(asyncio.wrap_future(fut), t + 2)
         except asyncio.TimeoutError:
             raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
 
-    def _command_blocking(self, cmd: dict[str, Any], osd: int | None) -> Any:
+    def _command_blocking(self, cmd: dict[str, Any], osd: int | None, text: bool = False) -> Any:
         if self._cluster is None:
             raise CephError(_describe(cmd, osd), "not connected")
         body = json.dumps({"format": "json", **cmd})
@@ -173,6 +176,8 @@ class RadosAdapter:
         if isinstance(out, bytes):
             out = out.decode("utf-8", errors="replace")
         out = out.strip()
+        if text:
+            return out
         if not out:
             return None
         try:

@@ -28,7 +28,7 @@ CONFIG_STORE_OPTION = "rgw_config_store"
 #: option at its default and, from Reef, the RADOS config store (not dbstore or json).
 ROOT_CONFIG_DEFAULTS = {"rgw_realm_root_pool": ROOT_POOL, "rgw_zonegroup_root_pool": ROOT_POOL,
                         "rgw_zone_root_pool": ROOT_POOL, "rgw_period_root_pool": ROOT_POOL,
-                        CONFIG_STORE_OPTION: "rados"}
+                        "rgw_region_root_pool": ROOT_POOL, CONFIG_STORE_OPTION: "rados"}
 ZONEGROUP_PREFIX = "zonegroup_info."
 #: What ``.rgw.root`` holds without a realm (seen on 16.2.15, 18.2.7 and 20.2.4); any other object
 #: (``realms.``, ``default.realm``, ``periods.``, ``region_info.``, ...) means it is not that case.

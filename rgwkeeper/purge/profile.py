@@ -299,11 +299,13 @@ async def gather_profile(bucket: str, *, rgw: RadosgwAdmin, rados: RadosAdapter,
         not seen here, nor by radosgw-admin on this host)."""
         async def option(key: str) -> str | None:
             try:
-                out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": key})
+                # Text: the mon prints a string option bare, even with format=json (20.2.4).
+                out = await rados.acommand({"prefix": "config get", "who": "client.rgw", "key": key}, text=True)
             except CephError as exc:
                 # An option this release does not know (rgw_config_store before Reef): its default.
                 return ROOT_CONFIG_DEFAULTS[key] if exc.ret == -errno.ENOENT and key == CONFIG_STORE_OPTION else None
-            return out if isinstance(out, str) else None
+            # An empty root pool option is RGW's default pool too (RGWZoneGroup::get_pool).
+            return ROOT_POOL if out == "" and key != CONFIG_STORE_OPTION else out
 
         got = await asyncio.gather(*(option(k) for k in ROOT_CONFIG_DEFAULTS))
         differs = {k: v for k, v in zip(ROOT_CONFIG_DEFAULTS, got) if v != ROOT_CONFIG_DEFAULTS[k]}

@@ -1049,6 +1049,8 @@ class FakeRados:
         if cmd.get("prefix") == "config get" and cmd.get("key") in ROOT_CONFIG_DEFAULTS:
             if cmd.get("who") != "client.rgw":
                 raise UnexpectedCall(f"{cmd.get('key')} read for {cmd.get('who')}, not client.rgw")
+            if not kw.get("text"):  # the mon prints a string option bare, even with format=json (20.2.4)
+                raise CephError("config get", "answer is not JSON: '.rgw.root'")
             if cmd["key"] in self.w.root_config:
                 return self.w.root_config[cmd["key"]]
             if cmd["key"] == CONFIG_STORE_OPTION and self.w.release == "pacific":
