@@ -328,7 +328,7 @@ class PurgeSection:
     lifecycle_rules: list[dict] = opt(
         [], "Expiration rules `rgwkeeper expire` installs, each a table: bucket (name or glob), prefix, days, "
         "tags (table), noncurrent_days, expired_delete_markers, abort_multipart_days, larger_than and "
-        "smaller_than (bytes; Reef and later).")
+        "smaller_than (bytes; Tentacle only: Reef's RGW drops a size filter from the rule).")
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ class ExpiryRule:
     noncurrent_days: int | None = None  # expire noncurrent versions this many days after they became so
     expired_delete_markers: bool = False  # remove delete markers that no longer hide any version
     abort_multipart_days: int | None = None  # abort uploads this many days after they started
-    larger_than: int | None = None  # bytes (Reef and later)
-    smaller_than: int | None = None  # bytes (Reef and later)
+    larger_than: int | None = None  # bytes (Tentacle only: SIZE_FILTER_RELEASES)
+    smaller_than: int | None = None  # bytes (Tentacle only)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -202,8 +202,9 @@ def parse_rule(d: Mapping[str, Any], *, pattern_ok: bool = True) -> ExpiryRule:
 
 def check_release(rule: ExpiryRule, release: str) -> None:
     if (rule.larger_than is not None or rule.smaller_than is not None) and release not in SIZE_FILTER_RELEASES:
-        raise UsageError(f"lifecycle size filters need Reef or later; this cluster runs {release} "
-                         "(use `rgwkeeper purge --larger-than/--smaller-than`, which filters the listing)")
+        raise UsageError(f"lifecycle size filters need Tentacle; this cluster runs {release}, whose RGW "
+                         "rejects them or drops them from the rule (docs/purge.md, \"Lifecycle\"): use "
+                         "`rgwkeeper purge --larger-than/--smaller-than`, which filters the listing")
 
 
 def matching_rules(rules: list[ExpiryRule], bucket: str) -> list[ExpiryRule]:

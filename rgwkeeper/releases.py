@@ -28,8 +28,10 @@ class Release:
     Measured on 16.2.15: --bucket is ignored, every lifecycle shard is run once and only the
     first bucket of each shard is processed; rgwkeeper then applies the rules from a listing."""
     size_filters: bool = False
-    """RGW knows ObjectSizeGreaterThan / ObjectSizeLessThan in lifecycle filters (added in Reef;
-    Pacific 16.2.15 rejects the rule with MalformedXML)."""
+    """RGW keeps and applies ObjectSizeGreaterThan / ObjectSizeLessThan in lifecycle filters.
+    Measured: 20.2.4 keeps them and expires by size; 18.2.7 accepts the rule, drops the size
+    from it and expires every object under it (docs/purge.md, "Lifecycle"); 16.2.15 rejects
+    it with MalformedXML. Squid is not measured: the safe choice."""
     default_op_queue: str | None = None
     """``osd_op_queue`` an OSD runs unless configured otherwise (mClock from Quincy on)."""
     direct_tails: bool = False
@@ -43,8 +45,8 @@ RELEASES: dict[str, Release] = {r.name: r for r in (
     #        name        major  shard_reduction  min_shards  direct_drop    lc_one_bucket  size_filters  default_op_queue    direct_tails
     Release("pacific",   16,    False,           False,      "empty-index", False,         False,        "wpq",              True),
     Release("quincy",    17,    False,           False,      None,          True,          False,        "mclock_scheduler", False),
-    Release("reef",      18,    False,           False,      "empty-index", True,          True,         "mclock_scheduler", True),
-    Release("squid",     19,    False,           False,      None,          True,          True,         "mclock_scheduler", False),
+    Release("reef",      18,    False,           False,      "empty-index", True,          False,        "mclock_scheduler", True),
+    Release("squid",     19,    False,           False,      None,          True,          False,        "mclock_scheduler", False),
     Release("tentacle",  20,    True,            True,       "empty-index", True,          True,         "mclock_scheduler", True),
 )}
 

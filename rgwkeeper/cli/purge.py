@@ -451,8 +451,8 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
 @click.option("--expired-delete-markers", is_flag=True, help="remove delete markers that hide no version any more")
 @click.option("--abort-multipart-days", type=FiniteInt(1, lc.MAX_DAYS), help="abort uploads this many days after they started")
 @click.option("--tag", "tags", multiple=True, help="KEY=VALUE; only objects with this tag (repeatable)")
-@click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Reef and later)")
-@click.option("--smaller-than", type=Size(), help="only objects smaller than this (Reef and later)")
+@click.option("--larger-than", type=Size(), help="only objects larger than this: 64KiB, 4MB (Tentacle only)")
+@click.option("--smaller-than", type=Size(), help="only objects smaller than this (Tentacle only)")
 @click.option("--no-run", is_flag=True, help="install the rules only; RGW applies them in rgw_lifecycle_work_time")
 @click.option("--impact", type=click.Choice(purge_api.impact.LISTING_LEVELS), default=None,
               help="where expiry deletes from a listing (Pacific): low or max, as for purge [default: purge.impact]")

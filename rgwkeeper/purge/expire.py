@@ -46,7 +46,7 @@ from rgwkeeper.purge.scope import read_rgw_clock
 def now_by_listing(rule: lc.ExpiryRule) -> list[str]:
     """The parts of a rule rgwkeeper applies from a listing where lc process cannot run one bucket."""
     if rule.larger_than is not None or rule.smaller_than is not None:
-        return []  # size filters need Reef (check_release), where lc process runs one bucket
+        return []  # size filters need Tentacle (check_release), where lc process runs one bucket
     return (["days"] if rule.days is not None else []) + \
         (["abort_multipart_days"] if rule.abort_multipart_days is not None else [])
 
@@ -160,6 +160,26 @@ async def lc_debug_interval(io: PurgeIO) -> float:
         return 0.0
 
 
+async def _put_back(xp: ExpirePlan, io: PurgeIO) -> str:
+    """After a put whose rules read back otherwise: give the bucket its rules from before, so
+    RGW's lifecycle does not go on with rules nobody asked for; say how that went."""
+    b = xp.profile.bucket
+    try:
+        if xp.existing:
+            await asyncio.to_thread(io.s3.put_lifecycle, b, lc.s3_rules(xp.existing))
+        else:
+            await asyncio.to_thread(io.s3.delete_lifecycle, b)
+        got = await asyncio.to_thread(io.s3.get_lifecycle, b)
+    except CephError as exc:
+        return (f"putting back the bucket's rules from before failed too ({exc}): check them with "
+                "GetBucketLifecycleConfiguration")
+    if not lc.same_rules(got, xp.existing):
+        return ("the bucket's rules from before were put back but read back otherwise: check them with "
+                "GetBucketLifecycleConfiguration")
+    return ("the bucket's rules from before were put back" if xp.existing
+            else "the bucket had no rules before, and has none again")
+
+
 async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float = 300.0,
                        lc_poll_s: float | None = None, settings: Settings = Settings(), tuning: Tuning = Tuning(),
                        time_: Time = Time()) -> ExpireResult:
@@ -173,7 +193,8 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
         await asyncio.to_thread(io.s3.put_lifecycle, b, xp.merged)
         got = await asyncio.to_thread(io.s3.get_lifecycle, b)
         if not lc.same_rules(got, xp.merged):
-            raise CephError(f"PutBucketLifecycleConfiguration {b}", "the rules read back differ from those put")
+            raise CephError(f"PutBucketLifecycleConfiguration {b}",
+                            f"the rules read back differ from those put; {await _put_back(xp, io)}")
     checks = [Check("rules installed", "ok", ", ".join(r.rule_id for r in xp.rules))]
     after = xp.profile
     if xp.run_now:

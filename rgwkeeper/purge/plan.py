@@ -648,7 +648,8 @@ def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str |
             return "lifecycle counts whole days: give --older-than as a whole number of days (Nd)"
         if (request.larger_than is not None or request.smaller_than is not None) and \
                 p.release not in SIZE_FILTER_RELEASES:
-            return f"lifecycle size filters need Reef or later; this cluster runs {p.release}"
+            return (f"lifecycle size filters need Tentacle; this cluster runs {p.release}, whose RGW rejects them "
+                    "or drops them from the rule (docs/purge.md, \"Lifecycle\"): use --method s3")
         if request.whole_bucket and p.versioning != "off":
             return ("on a versioned bucket expiration only adds delete markers; noncurrent versions go at "
                     "the earliest a day later")

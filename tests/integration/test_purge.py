@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 DATA_POOL = "default.rgw.buckets.data"
 EXTRA_POOL = "default.rgw.buckets.non-ec"
@@ -877,18 +878,20 @@ def test_expire_of_every_configured_bucket_goes_on_past_one_that_fails(ceph_clus
         s3.create_bucket(Bucket=b)
         fill(s3, b, 3, prefix="logs/")
     time.sleep(2.5)
-    # Pacific has no lifecycle size filters: the rule for `sized` fails its release check.
+    # Before Tentacle no lifecycle size filter is taken: the rule for `sized` fails its release check.
     rules = (f'lifecycle_rules = [{{bucket = "{bucket_name}-*", prefix = "logs/", days = 1}}, '
              f'{{bucket = "{sized}", larger_than = 10, days = 1}}]\n')
     proc = cli(ceph_cluster, tmp_path, "expire", "--yes", "--json", config=rules, check=False)
-    if release(ceph_cluster) != "pacific":  # Reef and later take size filters: nothing fails
+    from rgwkeeper.lifecycle import SIZE_FILTER_RELEASES
+
+    if ceph_cluster.release in SIZE_FILTER_RELEASES:  # size filters are taken: nothing fails
         assert proc.returncode == 0 and all(d["ok"] for d in json.loads(proc.stdout)), proc.stderr
         return
     assert proc.returncode == 1, proc.stderr
     doc = {d["bucket"]: d for d in json.loads(proc.stdout)}
     assert doc[good]["ok"] and doc[sized] == {"bucket": sized, "ok": False, "stage": "plan",
                                               "error": doc[sized]["error"]}
-    assert "size filters need Reef" in doc[sized]["error"]
+    assert f"size filters need Tentacle; this cluster runs {ceph_cluster.release}" in doc[sized]["error"]
     assert f"rgwkeeper: {sized}: not expired (plan failed): " in proc.stderr
     assert s3.list_objects_v2(Bucket=good).get("KeyCount", 0) == 0  # expired all the same
     assert s3.list_objects_v2(Bucket=sized)["KeyCount"] == 3
@@ -916,6 +919,39 @@ def test_expire_by_tag_deletes_exactly_the_tagged_objects(ceph_cluster, s3, buck
     assert ran["status"] == "ok" and "with tier=scratch" in ran["detail"], ran
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
     assert keys == {f"t/{kind}-{i}" for kind in ("gold", "bare") for i in range(3)} | {"other/scratch"}
+
+
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_expire_by_size_takes_exactly_the_large_objects_or_is_refused_before_any_change(ceph_cluster, s3, bucket_name,
+                                                                                        tmp_path, rgw_option):
+    """Reef 18.2.7 accepts a lifecycle size filter and keeps the rule without it: its lifecycle
+    then expires every object under the rule (measured; docs/purge.md, "Size filters"). Pacific
+    rejects the filter. So a size-filtered rule is refused there before anything is put, and
+    where RGW keeps it (Tentacle) exactly the objects above the size go."""
+    from rgwkeeper.lifecycle import SIZE_FILTER_RELEASES
+
+    rgw_option("rgw_lc_debug_interval", "1", who="client.admin")
+    b = bucket_name
+    s3.create_bucket(Bucket=b)
+    small, large = {f"logs/small-{i}" for i in range(3)}, {f"logs/large-{i}" for i in range(3)}
+    for key in sorted(small | large):
+        s3.put_object(Bucket=b, Key=key, Body=b"x" * (10 if key in small else 5000))
+    time.sleep(2.5)
+    proc = cli(ceph_cluster, tmp_path, "expire", b, "--prefix", "logs/", "--days", "1", "--larger-than", "1KiB",
+               "--yes", "--json", check=False)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+    if ceph_cluster.release in SIZE_FILTER_RELEASES:
+        assert proc.returncode == 0 and all(d["ok"] for d in json.loads(proc.stdout)), proc.stderr
+        assert keys == small
+        (rule,) = s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]
+        assert rule["Filter"] == {"And": {"Prefix": "logs/", "ObjectSizeGreaterThan": 1024}}, rule
+        return
+    assert proc.returncode != 0 and f"size filters need Tentacle; this cluster runs {ceph_cluster.release}" in \
+        proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert keys == small | large
+    with pytest.raises(ClientError, match="NoSuchLifecycleConfiguration"):
+        s3.get_bucket_lifecycle_configuration(Bucket=b)
 
 
 def bucket_with_their_rule(s3, b: str) -> None:

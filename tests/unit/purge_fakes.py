@@ -123,6 +123,9 @@ class World:
         self.gc: list[dict[str, Any]] = []
         self.quota: dict[str, Any] = copy.deepcopy(self.stats["bucket_quota"])
         self.lifecycle: list[dict[str, Any]] = []
+        #: RGW keeps the rules it is given otherwise (None: as given). rules_without_sizes is what
+        #: 18.2.7 does: it accepts a size filter and keeps the rule without it (measured).
+        self.lifecycle_kept: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
         self.user_buckets = list(fx["user_buckets"])
         # `bucket list` of every bucket: names RGW holds besides this one (absent from the world:
         # their stats answer NoSuchBucket, as for a bucket deleted since the listing).
@@ -707,7 +710,8 @@ class FakeS3:
         self._bucket(bucket, "PutBucketLifecycleConfiguration")
         self._fault("put_lifecycle")
         self.w.log.append(f"S3 PutBucketLifecycleConfiguration {[r['ID'] for r in rules]}")
-        self.w.lifecycle = copy.deepcopy(rules)
+        kept = self.w.lifecycle_kept
+        self.w.lifecycle = copy.deepcopy(kept(rules) if kept is not None else rules)
         self.w.lc_reset()
 
     def delete_lifecycle(self, bucket: str) -> None:
@@ -1227,3 +1231,21 @@ def rados_over(cluster: Any) -> Any:
                                        rgw_credentials_file=None, timeout_s=5))
     rados._cluster = cluster
     return rados
+
+
+def rules_without_sizes(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules as RGW 18.2.7 keeps them (measured live): ObjectSizeGreaterThan/LessThan
+    dropped from the Filter, and a Filter left with nothing read back as ``Prefix: ""``, that is
+    every object in the bucket."""
+    out = []
+    for r in copy.deepcopy(rules):
+        conds = r.pop("Filter", {})
+        conds = dict(conds.get("And", conds))
+        for size in ("ObjectSizeGreaterThan", "ObjectSizeLessThan"):
+            conds.pop(size, None)
+        if conds:
+            r["Filter"] = conds if len(conds) == 1 else {"And": conds}
+        else:
+            r["Prefix"] = ""
+        out.append(r)
+    return out

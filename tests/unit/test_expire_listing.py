@@ -10,11 +10,11 @@ import datetime
 import pytest
 
 from rgwkeeper import lifecycle as lc
-from rgwkeeper.errors import CephUnreachable, UsageError
+from rgwkeeper.errors import CephError, CephUnreachable, UsageError
 from rgwkeeper.purge.execute import Settings
 from rgwkeeper.purge.expire import apply_expire, plan_expire
 from rgwkeeper.purge.runtime import Time
-from tests.unit.purge_fakes import World, purge_io
+from tests.unit.purge_fakes import World, purge_io, rules_without_sizes
 
 
 def _aged(world: World, *keys: str, days: int = 10) -> None:
@@ -125,3 +125,49 @@ def test_expire_of_a_bucket_rgwkeepers_s3_user_may_not_reach_says_what_to_do_and
     assert f"may not reach bucket {world.bucket!r} through S3 (GetBucketLifecycleConfiguration: 403" in msg
     assert "--admin" in msg and msg.endswith("nothing was changed")
     assert world.lifecycle == [] and not any(line.startswith("S3 ") for line in world.log)
+
+
+# -- rules RGW keeps otherwise ---------------------------------------------------------------------
+
+def _put_size_rule(world: World, tmp_path):
+    """expire with a size filter on a release rgwkeeper lets take them, whose RGW keeps the rule
+    without the size (what 18.2.7 does): every object under the rule would expire."""
+    world.as_release("tentacle", "20.2.4")
+    world.lifecycle_kept = rules_without_sizes
+    io, _ = purge_io(world, tmp_path)
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2, larger_than=1000)
+
+    async def go():
+        xp = await plan_expire(world.bucket, [rule], io, protected=[], run_now=False)
+        return await apply_expire(xp, io, long_timeout_s=60)
+
+    with pytest.raises(CephError) as exc:
+        asyncio.run(go())
+    return str(exc.value)
+
+
+def test_rules_kept_without_their_size_filter_are_taken_off_again(tmp_path):
+    world = World()
+    msg = _put_size_rule(world, tmp_path)
+    assert "the rules read back differ from those put; the bucket had no rules before, and has none again" in msg
+    assert world.lifecycle == []
+    puts = [line for line in world.log if "Lifecycle" in line]
+    assert len(puts) == 2 and puts[0].startswith("S3 PutBucketLifecycleConfiguration") \
+        and puts[1] == "S3 DeleteBucketLifecycle", puts
+
+
+def test_rules_kept_otherwise_give_the_bucket_its_own_rules_back(tmp_path):
+    world = World()
+    theirs = [{"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}]
+    world.lifecycle = [dict(r) for r in theirs]
+    msg = _put_size_rule(world, tmp_path)
+    assert msg.endswith("the bucket's rules from before were put back")
+    assert lc.same_rules(world.lifecycle, theirs)
+
+
+def test_a_put_back_that_fails_says_so_and_what_to_check(tmp_path):
+    world = World()
+    world.s3_faults = {"delete_lifecycle": [CephUnreachable("S3", "cannot connect to the RGW endpoint")]}
+    msg = _put_size_rule(world, tmp_path)
+    assert "putting back the bucket's rules from before failed too" in msg
+    assert "check them with GetBucketLifecycleConfiguration" in msg and "\n" not in msg
