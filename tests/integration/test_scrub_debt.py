@@ -76,6 +76,50 @@ def _checks(ceph_cluster):
     return set((ceph_cluster.ceph("health", "detail") or {}).get("checks") or {})
 
 
+# The deadline test comes first: it waits until every PG's last deep scrub is 35 s old, which
+# the debt test's fresh deep scrubs would make it wait for (pytest keeps the file's order).
+@pytest.mark.releases("tentacle", "reef", "pacific")
+def test_deadlines_match_the_pgs_the_health_check_counts(ceph_cluster, journal_pool):
+    """rgwkeeper's deadline formula against the release's own PG_NOT_DEEP_SCRUBBED: with the
+    mgr's interval at 20 s every PG is counted 35 s after its last deep scrub, except those of
+    a pool whose own deep_scrub_interval is long."""
+    import asyncio
+
+    from rgwkeeper.access import ClusterAccess
+    from rgwkeeper.adapters.rados import RadosAdapter
+    from rgwkeeper.observe import deep_scrub_deadlines
+    from rgwkeeper.snapshot import parse_deep_scrub
+
+    access = ClusterAccess(conf=ceph_cluster.conf, keyring=ceph_cluster.keyring, client_name="client.admin",
+                           rgw_endpoint=None, rgw_credentials_file=None, timeout_s=20)
+    ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", "20")
+    ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "100000")
+    rados = RadosAdapter(access)
+    try:
+        rados.connect()
+        own_pool = next(p["pool"] for p in rados.command({"prefix": "osd dump"})["pools"]
+                        if p["pool_name"] == journal_pool)
+
+        def agree():
+            checks = (ceph_cluster.ceph("health", "detail") or {}).get("checks") or {}
+            check = checks.get("PG_NOT_DEEP_SCRUBBED")
+            d = parse_deep_scrub(asyncio.run(deep_scrub_deadlines(rados)), rados.command({"prefix": "osd dump"}))
+            past = {p.pgid for p in d.pgs if p.warn_at <= time.time()}
+            counted = int(check["summary"]["count"]) if check else 0
+            listed = {m["message"].split()[1] for m in (check or {}).get("detail", []) if m["message"].startswith("pg ")}
+            others = {p.pgid for p in d.pgs if not p.pgid.startswith(f"{own_pool}.")}
+            return past == others and counted == len(past) and listed <= past and (past, d)
+
+        past, d = wait_for("PG_NOT_DEEP_SCRUBBED to count exactly the PGs past their deadline", agree,
+                           timeout=180, interval=3.0)
+        # The journal pool's own long interval keeps its PGs out, in Ceph's count and in ours.
+        assert {p.pgid for p in d.pgs} - past == {p.pgid for p in d.pgs if p.pgid.startswith(f"{own_pool}.")}
+    finally:
+        rados.close()
+        ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "0")
+        ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
+
+
 @pytest.mark.releases("tentacle", "reef", "pacific")
 def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster, journal_pool, daemons):
     ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", str(INTERVAL_S))
@@ -129,45 +173,3 @@ def test_daemon_pays_deep_scrub_debt_oldest_first_within_the_bound(ceph_cluster,
             ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
     assert "osd_deep_scrub_interval" not in {e["name"] for e in ceph_cluster.ceph("config", "dump")
                                              if e.get("section") == "mgr"}
-
-
-@pytest.mark.releases("tentacle", "reef", "pacific")
-def test_deadlines_match_the_pgs_the_health_check_counts(ceph_cluster, journal_pool):
-    """rgwkeeper's deadline formula against the release's own PG_NOT_DEEP_SCRUBBED: with the
-    mgr's interval at 20 s every PG is counted 35 s after its last deep scrub, except those of
-    a pool whose own deep_scrub_interval is long."""
-    import asyncio
-
-    from rgwkeeper.access import ClusterAccess
-    from rgwkeeper.adapters.rados import RadosAdapter
-    from rgwkeeper.observe import deep_scrub_deadlines
-    from rgwkeeper.snapshot import parse_deep_scrub
-
-    access = ClusterAccess(conf=ceph_cluster.conf, keyring=ceph_cluster.keyring, client_name="client.admin",
-                           rgw_endpoint=None, rgw_credentials_file=None, timeout_s=20)
-    ceph_cluster.ceph("config", "set", "mgr", "osd_deep_scrub_interval", "20")
-    ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "100000")
-    rados = RadosAdapter(access)
-    try:
-        rados.connect()
-        own_pool = next(p["pool"] for p in rados.command({"prefix": "osd dump"})["pools"]
-                        if p["pool_name"] == journal_pool)
-
-        def agree():
-            checks = (ceph_cluster.ceph("health", "detail") or {}).get("checks") or {}
-            check = checks.get("PG_NOT_DEEP_SCRUBBED")
-            d = parse_deep_scrub(asyncio.run(deep_scrub_deadlines(rados)), rados.command({"prefix": "osd dump"}))
-            past = {p.pgid for p in d.pgs if p.warn_at <= time.time()}
-            counted = int(check["summary"]["count"]) if check else 0
-            listed = {m["message"].split()[1] for m in (check or {}).get("detail", []) if m["message"].startswith("pg ")}
-            others = {p.pgid for p in d.pgs if not p.pgid.startswith(f"{own_pool}.")}
-            return past == others and counted == len(past) and listed <= past and (past, d)
-
-        past, d = wait_for("PG_NOT_DEEP_SCRUBBED to count exactly the PGs past their deadline", agree,
-                           timeout=180, interval=3.0)
-        # The journal pool's own long interval keeps its PGs out, in Ceph's count and in ours.
-        assert {p.pgid for p in d.pgs} - past == {p.pgid for p in d.pgs if p.pgid.startswith(f"{own_pool}.")}
-    finally:
-        rados.close()
-        ceph_cluster.ceph("osd", "pool", "set", journal_pool, "deep_scrub_interval", "0")
-        ceph_cluster.ceph("config", "rm", "mgr", "osd_deep_scrub_interval")
