@@ -28,19 +28,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
+import structlog
+
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.purge import lcrun
 from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge.checkpoint import Ledger, State
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, S3Deleter, chunks
-from rgwkeeper.purge.execute import Check, PurgeIO, Settings, batch_keys, pacing_probe, s3_limiter
+from rgwkeeper.purge.execute import (LIFECYCLE_UNDO_TIMEOUT_S, Check, PurgeIO, Settings, batch_keys, pacing_probe,
+                                     s3_limiter)
 from rgwkeeper.purge.lister import Lister
 from rgwkeeper.purge.pacing import RateCap, run_pacer
 from rgwkeeper.purge.plan import Scope, Tuning, check_protected, no_s3_access, render_admin, s3_refused
 from rgwkeeper.purge.runtime import Retry, Threads, Time
 from rgwkeeper.purge.profile import BucketProfile, gather_profile
 from rgwkeeper.purge.scope import read_rgw_clock
+
+log = structlog.get_logger("rgwkeeper.purge")
 
 
 def now_by_listing(rule: lc.ExpiryRule) -> list[str]:
@@ -138,7 +143,10 @@ async def plan_expire(bucket: str, rules: list[lc.ExpiryRule], io: PurgeIO, *, p
     check_protected(bucket, protected)
     profile = await gather_profile(bucket, rgw=io.rgw, rados=io.rados, admin_api=io.admin_api)
     for r in rules:
-        lc.check_release(r, profile.release)
+        try:
+            lc.check_release(r, profile.release)
+        except UsageError as exc:
+            raise UsageError(f"{exc}{await _left_before(bucket, r, io)}") from None
     try:
         existing = await asyncio.to_thread(io.s3.get_lifecycle, bucket)
     except CephError as exc:
@@ -158,6 +166,21 @@ async def lc_debug_interval(io: PurgeIO) -> float:
         return float(out or 0)
     except (CephError, TypeError, ValueError):
         return 0.0
+
+
+async def _left_before(bucket: str, rule: lc.ExpiryRule, io: PurgeIO) -> str:
+    """A refused size-filtered rule may already be on the bucket: rgwkeeper before 2026-11-29 put
+    it on Reef, whose RGW kept it without the size (docs/purge.md, "Lifecycle"). Its ID is
+    the rule's own (a hash of the rule), so it is found by that; "" if it is not there."""
+    try:
+        held = await asyncio.to_thread(io.s3.get_lifecycle, bucket)
+    except CephError:
+        return ""
+    if not any(r.get("ID") == rule.rule_id for r in held):
+        return ""
+    return (f"; the bucket already holds rule {rule.rule_id}, put by an earlier rgwkeeper: if it reads back "
+            "without its size filter it expires every object it names: take it off the bucket's lifecycle "
+            "configuration")
 
 
 async def _put_back(xp: ExpirePlan, io: PurgeIO) -> str:
@@ -180,6 +203,15 @@ async def _put_back(xp: ExpirePlan, io: PurgeIO) -> str:
             else "the bucket had no rules before, and has none again")
 
 
+async def _put_back_bounded(xp: ExpirePlan, io: PurgeIO) -> str:
+    """``_put_back`` within LIFECYCLE_UNDO_TIMEOUT_S, as the lifecycle purge bounds its own."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(_put_back(xp, io)), LIFECYCLE_UNDO_TIMEOUT_S)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        return ("putting back the bucket's rules from before got no answer in time: check them with "
+                "GetBucketLifecycleConfiguration")
+
+
 async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, busy_wait_s: float = 300.0,
                        lc_poll_s: float | None = None, settings: Settings = Settings(), tuning: Tuning = Tuning(),
                        time_: Time = Time()) -> ExpireResult:
@@ -190,11 +222,19 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
     t0 = clock()
     b = xp.profile.bucket
     if xp.changes:
-        await asyncio.to_thread(io.s3.put_lifecycle, b, xp.merged)
-        got = await asyncio.to_thread(io.s3.get_lifecycle, b)
+        try:
+            await asyncio.to_thread(io.s3.put_lifecycle, b, xp.merged)
+            got = await asyncio.to_thread(io.s3.get_lifecycle, b)
+        except (CephError, asyncio.CancelledError) as exc:
+            # The PUT may have run (an answer lost, an interrupt): not left unchecked.
+            said = await _put_back_bounded(xp, io)
+            if isinstance(exc, CephError):
+                raise CephError(exc.request, f"{exc.detail}; {said}", ret=exc.ret) from None
+            log.error(f"expire of {b} interrupted while its rules were put; {said}", bucket=b)
+            raise
         if not lc.same_rules(got, xp.merged):
             raise CephError(f"PutBucketLifecycleConfiguration {b}",
-                            f"the rules read back differ from those put; {await _put_back(xp, io)}")
+                            f"the rules read back differ from those put; {await _put_back_bounded(xp, io)}")
     checks = [Check("rules installed", "ok", ", ".join(r.rule_id for r in xp.rules))]
     after = xp.profile
     if xp.run_now:

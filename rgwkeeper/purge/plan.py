@@ -40,7 +40,7 @@ from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
-from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, SIZE_FILTER_RELEASES, purge_rule
+from rgwkeeper.lifecycle import DAY_S, LC_ONE_BUCKET_RELEASES, purge_rule
 from rgwkeeper.purge.layout import XATTR_THREADS
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
@@ -646,10 +646,11 @@ def refusal(method: str, profile: BucketProfile, request: PurgeRequest) -> str |
                     "--method s3, or `rgwkeeper expire` to leave it to RGW's lifecycle worker")
         if request.older_than_s is not None and (request.older_than_s % DAY_S or request.older_than_s < DAY_S):
             return "lifecycle counts whole days: give --older-than as a whole number of days (Nd)"
-        if (request.larger_than is not None or request.smaller_than is not None) and \
-                p.release not in SIZE_FILTER_RELEASES:
-            return (f"lifecycle size filters need Tentacle; this cluster runs {p.release}, whose RGW rejects them "
-                    "or drops them from the rule (docs/purge.md, \"Lifecycle\"): use --method s3")
+        if request.larger_than is not None or request.smaller_than is not None:
+            # The purge's one-off rule (lifecycle.purge_rule) is a prefix and an age only: with a
+            # size filter it would expire every object under the prefix.
+            return ("the lifecycle method's rule carries no size filter (it would expire every object under "
+                    "the prefix): use --method s3, or `rgwkeeper expire --larger-than/--smaller-than` on Tentacle")
         if request.whole_bucket and p.versioning != "off":
             return ("on a versioned bucket expiration only adds delete markers; noncurrent versions go at "
                     "the earliest a day later")

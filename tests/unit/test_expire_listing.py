@@ -171,3 +171,54 @@ def test_a_put_back_that_fails_says_so_and_what_to_check(tmp_path):
     msg = _put_size_rule(world, tmp_path)
     assert "putting back the bucket's rules from before failed too" in msg
     assert "check them with GetBucketLifecycleConfiguration" in msg and "\n" not in msg
+
+
+def test_a_put_whose_answer_is_lost_is_checked_and_taken_off(tmp_path):
+    """RGW applied the PUT but its answer never came: the rules are put back all the same."""
+    world = World()
+    world.as_release("tentacle", "20.2.4")
+    io, _ = purge_io(world, tmp_path)
+    real_put = io.s3.put_lifecycle
+
+    def put_then_lose_the_answer(bucket, rules):
+        real_put(bucket, rules)
+        raise CephUnreachable("PutBucketLifecycleConfiguration", "no answer within 10 s; the request may have run")
+
+    io.s3.put_lifecycle = put_then_lose_the_answer
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2)
+
+    async def go():
+        xp = await plan_expire(world.bucket, [rule], io, protected=[], run_now=False)
+        return await apply_expire(xp, io, long_timeout_s=60)
+
+    with pytest.raises(CephError) as exc:
+        asyncio.run(go())
+    assert "the request may have run; the bucket had no rules before, and has none again" in str(exc.value)
+    assert world.lifecycle == []
+
+
+@pytest.mark.parametrize("release, version", [("reef", "18.2.7"), ("squid", "19.2.3"), ("pacific", "16.2.15")])
+def test_a_size_filter_is_refused_before_any_put_where_rgw_does_not_keep_it(tmp_path, release, version):
+    world = World()
+    world.as_release(release, version)
+    world.lifecycle_kept = rules_without_sizes
+    io, _ = purge_io(world, tmp_path)
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2, larger_than=1000)
+    with pytest.raises(UsageError, match=f"need Tentacle; this cluster runs {release}") as exc:
+        asyncio.run(plan_expire(world.bucket, [rule], io, protected=[], run_now=True))
+    assert "already holds" not in str(exc.value)
+    assert not any("PutBucketLifecycle" in line for line in world.log)
+
+
+def test_a_size_filtered_rule_an_earlier_rgwkeeper_left_on_reef_is_named(tmp_path):
+    """Before 2026-11-29 rgwkeeper put this rule on Reef, which kept it without its size."""
+    world = World()
+    world.as_release("reef", "18.2.7")
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2, larger_than=1000)
+    world.lifecycle = rules_without_sizes(rule.to_s3_rules())
+    io, _ = purge_io(world, tmp_path)
+    with pytest.raises(UsageError) as exc:
+        asyncio.run(plan_expire(world.bucket, [rule], io, protected=[], run_now=True))
+    msg = str(exc.value)
+    assert f"the bucket already holds rule {rule.rule_id}, put by an earlier rgwkeeper" in msg and "\n" not in msg
+    assert world.lifecycle == rules_without_sizes(rule.to_s3_rules())  # named, not changed

@@ -222,9 +222,11 @@ def test_refusals_change_nothing_and_name_the_reason():
         plan(mixed(), PurgeRequest("capture-mixed", prefix="plain/", method="lifecycle"), now=NOW)
     with pytest.raises(UsageError, match="whole number of days"):
         plan(mixed(release="quincy"), PurgeRequest("capture-mixed", older_than_s=3600, method="lifecycle"), now=NOW)
-    for release in ("quincy", "reef", "squid"):  # Reef 18.2.7 drops the size from the rule it keeps
-        with pytest.raises(UsageError, match=f"need Tentacle; this cluster runs {release}.*--method s3"):
-            plan(mixed(release=release), PurgeRequest("capture-mixed", larger_than=10, method="lifecycle"), now=NOW)
+    for release in ("quincy", "reef", "squid", "tentacle"):  # its one-off rule is a prefix and an age only
+        for size in ({"larger_than": 10}, {"smaller_than": 10}):
+            with pytest.raises(UsageError, match="lifecycle method's rule carries no size filter .*--method s3"):
+                plan(mixed(release=release), PurgeRequest("capture-mixed", prefix="plain/", method="lifecycle",
+                                                          **size), now=NOW)
     assert "73348" in refusal("admin-purge-bypass-gc", versioned(), PurgeRequest("capture-versioned"))
 
 
