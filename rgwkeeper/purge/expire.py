@@ -228,8 +228,9 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
         except (CephError, asyncio.CancelledError) as exc:
             # The PUT may have run (an answer lost, an interrupt): not left unchecked.
             said = await _put_back_bounded(xp, io)
-            if isinstance(exc, CephError):
-                raise CephError(exc.request, f"{exc.detail}; {said}", ret=exc.ret) from None
+            if isinstance(exc, CephError):  # the same kind (unreachable, timeout), with what was put back
+                kind = type(exc) if type(exc).__init__ is CephError.__init__ else CephError
+                raise kind(exc.request, f"{exc.detail}; {said}", ret=exc.ret) from None
             log.error(f"expire of {b} interrupted while its rules were put; {said}", bucket=b)
             raise
         if not lc.same_rules(got, xp.merged):
