@@ -222,6 +222,11 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
     t0 = clock()
     b = xp.profile.bucket
     if xp.changes:
+        # The daemon plans every bucket before it applies them one by one: rules changed since the
+        # plan would be overwritten by its merge, and by a put-back of the rules read then.
+        if not lc.same_rules(await asyncio.to_thread(io.s3.get_lifecycle, b), xp.existing):
+            raise RgwkeeperError(f"{b}: its lifecycle rules changed since the plan; nothing was put: run expire "
+                                 "again")
         try:
             await asyncio.to_thread(io.s3.put_lifecycle, b, xp.merged)
             got = await asyncio.to_thread(io.s3.get_lifecycle, b)

@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from rgwkeeper import lifecycle as lc
-from rgwkeeper.errors import CephError, CephUnreachable, UsageError
+from rgwkeeper.errors import CephError, CephUnreachable, RgwkeeperError, UsageError
 from rgwkeeper.purge.execute import Settings
 from rgwkeeper.purge.expire import apply_expire, plan_expire
 from rgwkeeper.purge.runtime import Time
@@ -222,3 +222,22 @@ def test_a_size_filtered_rule_an_earlier_rgwkeeper_left_on_reef_is_named(tmp_pat
     msg = str(exc.value)
     assert f"the bucket already holds rule {rule.rule_id}, put by an earlier rgwkeeper" in msg and "\n" not in msg
     assert world.lifecycle == rules_without_sizes(rule.to_s3_rules())  # named, not changed
+
+
+def test_rules_changed_between_the_plan_and_the_put_are_not_overwritten(tmp_path):
+    """The daemon plans every bucket, then applies them one by one: an operator's rule put in
+    between would be lost to the merge made from the rules read at planning."""
+    world = World()
+    io, _ = purge_io(world, tmp_path)
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2)
+    theirs = [{"ID": "theirs", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 3650}}]
+
+    async def go():
+        xp = await plan_expire(world.bucket, [rule], io, protected=[], run_now=False)
+        world.lifecycle = [dict(r) for r in theirs]  # the operator's change, after the plan
+        return await apply_expire(xp, io, long_timeout_s=60)
+
+    with pytest.raises(RgwkeeperError, match="its lifecycle rules changed since the plan; nothing was put"):
+        asyncio.run(go())
+    assert world.lifecycle == theirs
+    assert not any("PutBucketLifecycle" in line for line in world.log)
