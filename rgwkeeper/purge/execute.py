@@ -976,6 +976,12 @@ class PurgeExecutor:
 
     async def _step_lifecycle_apply(self, step: LifecycleApply) -> None:
         b = self.plan.profile.bucket
+        r = self.plan.request
+        if r.larger_than is not None or r.smaller_than is not None:
+            # A plan saved before the planner refused this (2026-11-29): its rule is a prefix and an
+            # age only, and would expire every object under the prefix whatever its size.
+            raise UsageError("this saved lifecycle purge has a size filter its rule does not carry (it would "
+                             "expire every object under the prefix): purge again with --method s3")
         if "previous_rules" not in self.state.memo:
             previous = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
             self.state.memo["previous_rules"] = [r for r in previous if not str(r.get("ID", "")).startswith(

@@ -204,10 +204,11 @@ async def _put_back(xp: ExpirePlan, io: PurgeIO) -> str:
 
 
 async def _put_back_bounded(xp: ExpirePlan, io: PurgeIO) -> str:
-    """``_put_back`` within LIFECYCLE_UNDO_TIMEOUT_S, as the lifecycle purge bounds its own."""
+    """``_put_back`` within LIFECYCLE_UNDO_TIMEOUT_S, as the lifecycle purge bounds its own. An
+    interrupt (a cancel) is not swallowed: it ends the put-back and goes on up."""
     try:
-        return await asyncio.wait_for(asyncio.shield(_put_back(xp, io)), LIFECYCLE_UNDO_TIMEOUT_S)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+        return await asyncio.wait_for(_put_back(xp, io), LIFECYCLE_UNDO_TIMEOUT_S)
+    except asyncio.TimeoutError:
         return ("putting back the bucket's rules from before got no answer in time: check them with "
                 "GetBucketLifecycleConfiguration")
 
@@ -230,14 +231,17 @@ async def apply_expire(xp: ExpirePlan, io: PurgeIO, *, long_timeout_s: float, bu
         try:
             await asyncio.to_thread(io.s3.put_lifecycle, b, xp.merged)
             got = await asyncio.to_thread(io.s3.get_lifecycle, b)
-        except (CephError, asyncio.CancelledError) as exc:
-            # The PUT may have run (an answer lost, an interrupt): not left unchecked.
-            said = await _put_back_bounded(xp, io)
-            if isinstance(exc, CephError):  # the same kind (unreachable, timeout), with what was put back
-                kind = type(exc) if type(exc).__init__ is CephError.__init__ else CephError
-                raise kind(exc.request, f"{exc.detail}; {said}", ret=exc.ret) from None
-            log.error(f"expire of {b} interrupted while its rules were put; {said}", bucket=b)
+        except asyncio.CancelledError:
+            # Not put back: the PUT's thread may still be running, and would land after a put-back.
+            log.error(f"expire of {b} interrupted while its rules were put: they may be on the bucket, not read "
+                      "back; run expire again to check them", bucket=b)
             raise
+        except CephError as exc:
+            # The PUT may have run (an answer lost): not left unchecked. The same kind of error
+            # (unreachable, timeout) goes on up, with what the put-back found.
+            said = await _put_back_bounded(xp, io)
+            kind = type(exc) if type(exc).__init__ is CephError.__init__ else CephError
+            raise kind(exc.request, f"{exc.detail}; {said}", ret=exc.ret) from None
         if not lc.same_rules(got, xp.merged):
             raise CephError(f"PutBucketLifecycleConfiguration {b}",
                             f"the rules read back differ from those put; {await _put_back_bounded(xp, io)}")

@@ -241,3 +241,37 @@ def test_rules_changed_between_the_plan_and_the_put_are_not_overwritten(tmp_path
         asyncio.run(go())
     assert world.lifecycle == theirs
     assert not any("PutBucketLifecycle" in line for line in world.log)
+
+
+def test_an_interrupt_during_the_put_is_not_put_back_and_goes_on_up(tmp_path):
+    """A cancel does not stop the PUT's thread: a put-back then could land before the PUT. So
+    nothing is put back, the error log says to run expire again, and the cancel is not swallowed."""
+    import threading
+
+    world = World()
+    world.as_release("tentacle", "20.2.4")
+    io, _ = purge_io(world, tmp_path)
+    real_put, started, release = io.s3.put_lifecycle, threading.Event(), threading.Event()
+
+    def slow_put(bucket, rules):
+        started.set()
+        release.wait(5)
+        real_put(bucket, rules)
+
+    io.s3.put_lifecycle = slow_put
+    rule = lc.ExpiryRule(bucket=world.bucket, prefix="plain/", days=2)
+
+    async def go():
+        xp = await plan_expire(world.bucket, [rule], io, protected=[], run_now=False)
+        task = asyncio.ensure_future(apply_expire(xp, io, long_timeout_s=60))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        finally:
+            release.set()
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(go())
+    assert not any(line == "S3 DeleteBucketLifecycle" for line in world.log)

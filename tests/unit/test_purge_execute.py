@@ -522,6 +522,19 @@ def test_lifecycle_method_runs_the_rule_and_restores_the_previous_ones(tmp_path)
     assert w.log.count("radosgw-admin lc process --bucket capture-mixed") == 1
 
 
+def test_a_saved_lifecycle_purge_with_a_size_filter_puts_no_rule(tmp_path):
+    """Before 2026-11-29 the planner let `--method lifecycle --larger-than` through on Reef and
+    Tentacle; its rule (a prefix and an age) would expire every object under the prefix. A plan
+    saved then is refused when it resumes, before any rule is put."""
+    w = World(extra_plain=3).as_release("tentacle", "20.2.4")
+    p, io, cp, _ = make(w, tmp_path, PurgeRequest("capture-mixed", prefix="extra/", method="lifecycle"))
+    saved = dataclasses.replace(p, request=dataclasses.replace(p.request, larger_than=1000))
+    with pytest.raises(UsageError, match="has a size filter its rule does not carry .*--method s3"):
+        run(saved, io, cp)
+    assert not any("PutBucketLifecycle" in line for line in w.log) and w.lifecycle == []
+    assert all(k in w.index for k in ("extra/00000", "extra/00001", "extra/00002"))
+
+
 @pytest.mark.parametrize("held, busy", [(2, 0), (0, 1), (1, 1)])
 def test_lc_process_that_another_worker_skipped_is_run_again(tmp_path, held, busy):
     # lc process exits 0 having done nothing while RGW's own LC worker holds the entry.
