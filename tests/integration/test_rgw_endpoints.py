@@ -5,6 +5,7 @@ line when none answers. Read back with boto3 and radosgw-admin, not rgwkeeper's 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -66,16 +67,35 @@ def test_an_endpoint_that_refuses_connections_is_left_out_and_the_purge_finishes
     assert_nothing_left(ceph_cluster, marker)
 
 
+def _run_or_dump_stacks(argv, *, env, timeout):
+    """subprocess.run, but a process still running at ``timeout`` is made to print every thread's
+    stack (faulthandler, on SIGABRT) before the test fails: CI saw this purge hang once for 240 s
+    with nothing printed (2026-11-29), not reproduced since."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, env={**env, "PYTHONFAULTHANDLER": "1"})
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"still running after {timeout} s; its threads then:\n{err[-6000:]}") from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def test_no_endpoint_answering_is_one_line_and_changes_nothing(ceph_cluster, s3, bucket_name, tmp_path):
     b, one, two = bucket_name, closed_port_endpoint(), closed_port_endpoint()
     s3.create_bucket(Bucket=b)
     fill(s3, b, 20, size=256)
     cfg = tmp_path / "rgwkeeper.toml"
     cfg.write_text(f'[rgw]\nendpoints = ["{one}", "{two}"]\n[purge]\nstate_dir = "{tmp_path / "state"}"\nrgw_retry_s = 5\n')
-    proc = subprocess.run([sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), "--conf",
-                           str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring), "--rgw-credentials",
-                           str(ceph_cluster.credentials_file), "--timeout", "5", b, "--yes"],
-                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, env=ceph_cluster.env())
+    proc = _run_or_dump_stacks([sys.executable, "-m", "rgwkeeper", "purge", "--config", str(cfg), "--conf",
+                                str(ceph_cluster.conf), "--keyring", str(ceph_cluster.keyring), "--rgw-credentials",
+                                str(ceph_cluster.credentials_file), "--timeout", "5", b, "--yes"],
+                               env=ceph_cluster.env(), timeout=240)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
