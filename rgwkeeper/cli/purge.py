@@ -23,7 +23,7 @@ from rgwkeeper import fullratio
 from rgwkeeper import purge as purge_api
 from rgwkeeper.adapters.connect import NONE, connected
 from rgwkeeper.cli.common import cluster_options, emit_json, load_access
-from rgwkeeper.cli.render import endpoints_line, human_duration, render_items, render_job
+from rgwkeeper.cli.render import cap_line, endpoints_line, human_duration, render_items, render_job
 from rgwkeeper.errors import RgwkeeperError, UsageError
 from rgwkeeper.names import validate_bucket
 from rgwkeeper import lifecycle as lc
@@ -435,6 +435,9 @@ def _report(report: PurgeReport, as_json: bool, plan: purge_api.Plan) -> None:
     if detail:
         click.echo("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(detail.items())))
     line = endpoints_line(report.rgw_endpoints)
+    if line:
+        click.echo("  " + line)
+    line = cap_line(report.pacing)
     if line:
         click.echo("  " + line)
     for check in report.checks:

@@ -307,6 +307,17 @@ def endpoints_line(ends: list[dict[str, Any]]) -> str | None:
         + (f", {e['failures']:,} could not connect)" if e["failures"] else ")") for e in ends)
 
 
+def cap_line(pacing: Mapping[str, Any]) -> str | None:
+    """A line when a purge's rate cap was not reached with its window at its most; else None."""
+    if pacing.get("cap_reached", True):
+        return None
+    most = pacing.get("cap_ops_in_flight", 1)
+    return (f"the cap of {pacing['max_objects_per_second']:g} objects/s was not reached: "
+            f"{pacing.get('cap_requests_behind', 0):,} of {pacing.get('cap_requests', 0):,} requests came late with "
+            f"{most} librados operation{'s' if most != 1 else ''} in flight; raise purge.cap_ops_in_flight to go "
+            "faster, at more ingest impact (docs/purge.md, \"One operation at a time under a cap\")")
+
+
 #: Items listed by ``purge --status`` besides the counts: those not done, first ones first.
 ITEM_ROWS = 20
 

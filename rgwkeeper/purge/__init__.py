@@ -116,7 +116,8 @@ def settings_from(purge_cfg: PurgeSection) -> Settings:
                     rgw_retry_s=purge_cfg.rgw_retry_s, lc_busy_wait_s=purge_cfg.lc_busy_wait_s,
                     checkpoint_interval_s=purge_cfg.checkpoint_interval_s,
                     max_objects_per_second=purge_cfg.max_objects_per_second,
-                    cap_request_s=purge_cfg.cap_request_s, full_wait_s=purge_cfg.full_wait_s)
+                    cap_request_s=purge_cfg.cap_request_s, cap_ops_in_flight=purge_cfg.cap_ops_in_flight,
+                    full_wait_s=purge_cfg.full_wait_s)
 
 
 @dataclass

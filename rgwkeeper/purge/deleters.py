@@ -127,14 +127,17 @@ class HeadDeleter:
     (a manifest it cannot read, tails in another placement) goes back to the caller for S3. ``window``: librados
     operations in flight; when paced, they go in chunks at the pacer's window with its pauses
     between chunks (one page of 1,000 removals at full speed hurt ingest on one core). Under a
-    rate cap ``window`` is the most: a request's stats and removals go one at a time, and the
-    window doubles while requests come late for the cap's schedule and halves while they wait
-    half their slot or more, so the cap is kept with as few in flight as it takes (a request's
-    operations all at once were what ingest noticed: docs/purge.md, "What each second held")."""
+    rate cap the most is ``cap_most`` (and never past ``window``): a request's stats and removals
+    go one at a time, and the window doubles while requests come late for the cap's schedule
+    and halves while they wait half their slot or more, so the cap is kept with as few in flight
+    as it takes (a request's operations all at once were what ingest noticed: docs/purge.md,
+    "What each second held"). ``cap_most`` is 1 by default: a second operation in flight bought
+    little rate for much ingest impact (docs/purge.md, "One operation at a time under a cap");
+    a request that comes late with the window at its most is reported to the cap."""
 
     def __init__(self, data: BulkObjects, *, pool: str, marker: str, head_chunk_bytes: int, window: int,
                  pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None,
-                 tails_placement: str | None = None) -> None:
+                 tails_placement: str | None = None, cap_most: int = 1) -> None:
         self.data = data
         #: The bucket's placement rule when this run releases tails itself (the release allows it),
         #: else None: objects with tails then go back to the caller for S3.
@@ -148,16 +151,19 @@ class HeadDeleter:
         self.ledger = ledger
         self._limiter = limiter
         self._cap_window = 1
+        self._cap_most = max(1, min(window, cap_most))
 
     def _window(self) -> int:
-        return min(self.window, self._cap_window) if self.cap.rate > 0 else self.window
+        return self._cap_window if self.cap.rate > 0 else self.window
 
     def _follow_the_cap(self, n: int) -> None:
         """After a capped request of ``n`` took its slot: widen if it came late, narrow if it waited."""
         slot = n / self.cap.rate
         before = self._cap_window
         if self.cap.late_s > CAP_LATE_SHARE * slot:
-            self._cap_window = min(self.window, self._cap_window * 2)
+            if self._cap_window >= self._cap_most:
+                self.cap.note_behind()
+            self._cap_window = min(self._cap_most, self._cap_window * 2)
         elif self.cap.waited_s >= CAP_EARLY_SHARE * slot:
             self._cap_window = max(1, self._cap_window // 2)
         if self._cap_window != before:

@@ -91,6 +91,7 @@ class Settings:
     checkpoint_interval_s: float = 1.0
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
     cap_request_s: float = CAP_REQUEST_S  # the cap's work per request (pacing.RateCap)
+    cap_ops_in_flight: int = 1  # under a cap, the most librados operations in flight (deleters.HeadDeleter)
     full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
 
     def __post_init__(self) -> None:
@@ -198,7 +199,8 @@ class PurgeExecutor:
         return HeadDeleter(self._data, pool=p.data_pool, marker=p.marker, head_chunk_bytes=p.head_chunk_bytes,
                            window=self.plan.tuning.rados_ops_in_flight,
                            pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
-                           limiter=self._head_limiter, tails_placement=tails or None)
+                           limiter=self._head_limiter, tails_placement=tails or None,
+                           cap_most=self.settings.cap_ops_in_flight)
 
     @property
     def state(self) -> State:
@@ -359,7 +361,10 @@ class PurgeExecutor:
                 "samples": len(self.pacer.samples),
                 "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
                 "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}"),
-                "max_objects_per_second": self.cap.rate or None}
+                "max_objects_per_second": self.cap.rate or None,
+                **({"cap_ops_in_flight": self.settings.cap_ops_in_flight, "cap_requests": self.cap.takes,
+                    "cap_requests_behind": self.cap.behind, "cap_reached": not self.cap.not_reached()}
+                   if self.cap.rate > 0 else {})}
 
     # -- steps --------------------------------------------------------------------------------
     async def _step_fence(self, step: Fence) -> None:

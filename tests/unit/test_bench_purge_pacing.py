@@ -59,8 +59,10 @@ def test_cap_with_a_count_sets_the_operations_in_flight_and_without_one_leaves_t
 
     one = cfg("cap:450:0.1:1")
     assert "rados_ops_in_flight = 1\n" in one and "max_objects_per_second = 450.0" in one
+    assert "cap_ops_in_flight = 1\n" in one and "cap_ops_in_flight = 256\n" in cfg("cap:450:0.1:256")
     assert "cap_request_s = 0.1" in one
-    assert "rados_ops_in_flight" not in cfg("cap:450:0.1") and "rados_ops_in_flight = 8\n" in cfg("unpaced:8")
+    assert "ops_in_flight" not in cfg("cap:450:0.1") and "rados_ops_in_flight = 8\n" in cfg("unpaced:8")
+    assert "cap_ops_in_flight" not in cfg("unpaced:8")
     assert "checkpoint_interval_s = 600\n" in cfg("cap:450:0.1:1@rare-ckpt")
     assert "checkpoint_interval" not in one and "verify_scan_max_objects" not in one
     assert "verify_scan_max_objects = 0\n" in cfg("cap:450@noscan")

@@ -1,6 +1,7 @@
 """Under a rate cap the head deleter keeps the cap with as few librados operations in flight as
-it takes: one at a time on a cluster fast enough for it, more while the cap's schedule runs late
-(one in flight alone would miss the cap, silently, on a slower cluster)."""
+it takes, up to ``cap_most`` (purge.cap_ops_in_flight): one at a time on a cluster fast enough
+for it, more while the cap's schedule runs late if allowed. By default one at a time only: a
+cap it cannot reach so is reported as not reached, never missed silently."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class SlowPool:
         return [0 if self.heads.pop(oid, None) is not None else -2 for oid, _ in objs]
 
 
-def _purge(op_s: float, *, rate: float = 450.0, objects: int = 4500, most: int = 256):
+def _purge(op_s: float, *, rate: float = 450.0, objects: int = 4500, most: int = 256, cap_most: int | None = 256,
+           with_cap: bool = False):
     clock = [0.0]
 
     async def sleep(s: float) -> None:
@@ -53,11 +55,13 @@ def _purge(op_s: float, *, rate: float = 450.0, objects: int = 4500, most: int =
     cap = RateCap(rate, clock=lambda: clock[0], sleep=sleep)
     ledger = Ledger(State(plan={}), None, interval_s=1.0, clock=lambda: clock[0])
     heads = HeadDeleter(pool, pool="data", marker=MARKER, head_chunk_bytes=4 << 20, window=most, pacer=None,
-                        cap=cap, ledger=ledger)
+                        cap=cap, ledger=ledger, **({"cap_most": cap_most} if cap_most is not None else {}))
     entries = [{"Key": k, "Size": 100, "ETag": '"abc"'} for k in keys]
     left = asyncio.run(heads.remove(entries, sweep=False))
     assert left == [] and pool.heads == {}
     assert ledger.counters["direct_removed"] == objects
+    if with_cap:
+        return clock[0], pool.windows, cap
     return clock[0], pool.windows
 
 
@@ -84,6 +88,23 @@ def test_the_window_never_passes_the_configured_one():
     took, windows = _purge(0.02, most=4)
     assert max(windows) == 4
     assert 4500 / took < 450  # the operator's bound wins over the cap: the report shows the rate
+
+
+def test_by_default_one_operation_at_a_time_even_behind_the_cap_and_the_cap_says_it_was_not_reached():
+    took, windows, cap = _purge(0.003, objects=4500, cap_most=None, with_cap=True)
+    assert set(windows) == {1}
+    assert 4500 / took == pytest.approx(1 / (2 * 0.003), rel=0.05)  # one stat and one removal at a time
+    assert cap.takes == 100 and cap.behind >= 95 and cap.not_reached()
+
+
+def test_a_cap_reached_one_at_a_time_is_reported_reached():
+    took, windows, cap = _purge(0.0005, cap_most=None, with_cap=True)
+    assert set(windows) == {1} and cap.behind == 0 and not cap.not_reached()
+
+
+def test_the_window_widens_only_to_cap_most_and_behind_is_counted_there():
+    took, windows, cap = _purge(0.02, cap_most=2, with_cap=True)
+    assert max(windows) == 2 and cap.not_reached()
 
 
 def test_without_a_cap_the_configured_window_is_used_throughout():
