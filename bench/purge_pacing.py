@@ -53,10 +53,11 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
 - ``list-rados-host:R`` or ``list-rados-host:R:N``: ``list-s3:R`` and ``rados-host:R[:N]`` at
   once, two processes each on its own schedule: the listing and the removals a capped purge
   does, without rgwkeeper's engine between them;
-- ``rados-host:R[:N]`` and ``rados-cluster:R[:N]``: no RGW and no rgwkeeper: ``bench/rados_rm.py``
+- ``rados-host:R[:N[:A]]`` and ``rados-cluster:R[:N[:A]]``: no RGW and no rgwkeeper: ``bench/rados_rm.py``
   states and removes the victim's head objects from the data pool, R objects/s spread one token per
   object, N at a time (default 1), with the host's librados or, run in the cluster's container, the
-  cluster's own (the index is left as it is);
+  cluster's own (the index is left as it is); A 1: the stats in a lane of their own ahead of the
+  removals (``--stat-ahead``: a stat and a removal in flight at once);
 - ``quiet``: the control, the same load and windows with no maintenance (``verify
   --maintenance none``), so a purge's verdicts can be set beside what the same ``verify`` says
   of a window in which nothing happened.
@@ -179,8 +180,8 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
     kind, *params = listing_of(text)[0].split(":")
     if kind not in MODES:
         raise ValueError(f"unknown mode {text!r}; choose from {', '.join(MODES)}")
-    wants = {"cap": (1, 3), "stock-rm": (0, 1), "unpaced": (0, 1), "rados-host": (1, 2),
-             "rados-cluster": (1, 2), "list-s3": (1, 2), "list-rados-host": (1, 2)}.get(kind, (0, 0))
+    wants = {"cap": (1, 3), "stock-rm": (0, 1), "unpaced": (0, 1), "rados-host": (1, 3),
+             "rados-cluster": (1, 3), "list-s3": (1, 2), "list-rados-host": (1, 2)}.get(kind, (0, 0))
     if not wants[0] <= len(params) <= wants[1]:
         raise ValueError(f"mode {text!r}: {kind} takes {wants[0]} to {wants[1]} ':'-separated numbers")
     try:
@@ -193,6 +194,8 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
               else numbers[1:] if kind.startswith(("rados-", "list-")) else [])
     if any(x != int(x) for x in counts):
         raise ValueError(f"mode {text!r}: an operation count must be a whole number")
+    if kind.startswith("rados-") and len(numbers) > 2 and numbers[2] != 1:
+        raise ValueError(f"mode {text!r}: the third number is 1 (stats ahead of the removals) or absent")
     return kind, numbers
 
 
@@ -302,7 +305,8 @@ def _rados_rm(info: Any, mode: str, victim: str, numbers: list[float], args: arg
     zone = _admin_json(*conn, "zone", "get")
     pool = zone["placement_pools"][0]["val"]["storage_classes"]["STANDARD"]["data_pool"]
     argv = ["--pool", pool, "--prefix", f"{marker}_fill/", "--count", str(args.objects), "--rate", f"{numbers[0]:g}",
-            "--in-flight", str(int(numbers[1]) if len(numbers) > 1 else 1)]
+            "--in-flight", str(int(numbers[1]) if len(numbers) > 1 else 1),
+            *(["--stat-ahead"] if len(numbers) > 2 and numbers[2] else [])]
     if mode.startswith("rados-host"):
         return shlex.join(["/usr/bin/python3", str(RADOS_RM), *argv, *conn])
     if not args.docker_exec:

@@ -11,7 +11,11 @@ and, through ``docker exec -i CONTAINER python3 - ARGS < bench/rados_rm.py``, un
 cluster's own: is the client library's release part of what ingest notices?
 
     python3 bench/rados_rm.py --pool P --prefix 'MARKER_fill/' --count N --rate R [--in-flight 1]
-        [--conf /etc/ceph/ceph.conf] [--keyring K]
+        [--stat-ahead] [--conf /etc/ceph/ceph.conf] [--keyring K]
+
+``--stat-ahead``: the stats run in a lane of their own, one at a time, ahead of the removals
+(at most 64 objects ahead), and the removals one at a time on the rate's tokens: a stat and a
+removal in flight at once, a read beside a write, where the default has one or the other.
 
 Prints one JSON line: objects removed, objects not found, errors, seconds.
 """
@@ -43,6 +47,7 @@ def main() -> int:
     p.add_argument("--count", type=_positive(int), required=True)
     p.add_argument("--rate", type=_positive(float), required=True, help="objects per second")
     p.add_argument("--in-flight", type=_positive(int), default=1)
+    p.add_argument("--stat-ahead", action="store_true", help="stats in their own lane ahead of the removals")
     p.add_argument("--conf", default="/etc/ceph/ceph.conf")
     p.add_argument("--keyring", default=None)
     args = p.parse_args()
@@ -73,7 +78,12 @@ def main() -> int:
             except Exception:  # noqa: BLE001 - counted; the slot must come back or the end waits forever
                 count(-errno.EIO)
 
-        t0 = due = time.monotonic()
+        t0 = time.monotonic()
+        if args.stat_ahead:
+            _stat_ahead(io, args, counts)
+            seconds = time.monotonic() - t0
+            return _done(counts, seconds)
+        due = t0
         for i in range(args.count):
             # One token per object, as RateCap: a stall does not turn into a burst that catches up.
             due = max(due, time.monotonic()) + (1 / args.rate if i else 0.0)
@@ -90,8 +100,60 @@ def main() -> int:
         if io is not None:
             io.close()
         cluster.shutdown()
+    return _done(counts, seconds)
+
+
+def _done(counts: dict[str, int], seconds: float) -> int:
     print(json.dumps({**counts, "seconds": round(seconds, 3)}))
     return 0 if counts["errors"] == 0 and counts["removed"] > 0 else 1
+
+
+def _stat_ahead(io: object, args: argparse.Namespace, counts: dict[str, int]) -> None:
+    """Stats in one thread, one at a time, handing found objects to the removals (this thread),
+    one at a time on the rate's tokens."""
+    import queue
+
+    import rados
+
+    ahead: queue.Queue = queue.Queue(maxsize=64)
+    lock = threading.Lock()
+
+    def count(key: str) -> None:
+        with lock:
+            counts[key] += 1
+
+    def stats() -> None:
+        for i in range(args.count):
+            name = f"{args.prefix}{i:07d}"
+            try:
+                io.stat(name)  # type: ignore[attr-defined]
+            except rados.ObjectNotFound:
+                count("missing")
+                continue
+            except rados.Error:
+                count("errors")
+                continue
+            ahead.put(name)
+        ahead.put(None)
+
+    lane = threading.Thread(target=stats, daemon=True)
+    lane.start()
+    due = time.monotonic()
+    first = True
+    while (name := ahead.get()) is not None:
+        due = max(due, time.monotonic()) + (0.0 if first else 1 / args.rate)
+        first = False
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        try:
+            io.remove_object(name)  # type: ignore[attr-defined]
+            count("removed")
+        except rados.ObjectNotFound:
+            count("missing")
+        except rados.Error:
+            count("errors")
+    lane.join()
 
 
 if __name__ == "__main__":

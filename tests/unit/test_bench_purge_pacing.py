@@ -86,6 +86,8 @@ def test_rados_modes_remove_the_victims_heads_with_the_host_or_the_cluster_clien
     tail = ["--pool", "default.rgw.buckets.data", "--prefix", "abc.1234.5_fill/", "--count", "10000",
             "--rate", "450"]
     assert host[2:2 + len(tail)] == tail and host[host.index("--in-flight") + 1] == "1"
+    assert "--stat-ahead" not in host
+    assert "--stat-ahead" in shlex.split(_maintenance(info, tmp_path, "rados-host:450:1:1", "victim", args, 0)[1])
     assert host[-4:] == ["--conf", "/c", "--keyring", "/k"]
     assert ("--conf", "/c", "--keyring", "/k", "bucket", "stats", "--bucket", "victim") in asked
     sh = shlex.split(_maintenance(info, tmp_path, "rados-cluster:450:2", "victim", args, 0)[1])
@@ -123,7 +125,7 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", "",
                                  "normal@index", "stock-rm@index", "cap:1@s3", "cap:1@index@index", "stock-rm@nice",
                                  "cap:1@nice@nice", "quiet@nice", "cap:1@", "cap:1@nice@idle", "cap:1@idle@idle",
-                                 "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3",
+                                 "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3", "rados-host:1:1:1:1", "rados-host:1:1:0.5",
                                  "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
                                  "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
                                  "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
