@@ -175,6 +175,23 @@ def listing_of(text: str) -> tuple[str, str]:
     return base, "index" if "index" in suffixes else "s3"
 
 
+def _seconds(text: str) -> float:
+    """A window's length: finite and above 0 (``window_covered`` divides by it)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be finite and above 0")
+    return value
+
+
+def window_covered(purge_s: float | None, window_s: float) -> float | None:
+    """The share of the judged window a purge of ``purge_s`` covered: the judged window is the
+    purge or ``--window``, whichever is longer."""
+    return round(min(1.0, purge_s / window_s), 2) if purge_s else None
+
+
 def parse_mode(text: str) -> tuple[str, list[float]]:
     """``cap:150:0.1`` -> ("cap", [150.0, 0.1]); an unknown mode or a bad number is a usage error."""
     kind, *params = listing_of(text)[0].split(":")
@@ -194,8 +211,9 @@ def parse_mode(text: str) -> tuple[str, list[float]]:
               else numbers[1:] if kind.startswith(("rados-", "list-")) else [])
     if any(x != int(x) for x in counts):
         raise ValueError(f"mode {text!r}: an operation count must be a whole number")
-    if kind.startswith("rados-") and len(numbers) > 2 and numbers[2] != 1:
-        raise ValueError(f"mode {text!r}: the third number is 1 (stats ahead of the removals) or absent")
+    if kind.startswith("rados-") and len(numbers) > 2 and (numbers[2] != 1 or numbers[1] != 1):
+        raise ValueError(f"mode {text!r}: the third number is 1 (stats ahead of the removals, one object "
+                         "in flight) or absent")
     return kind, numbers
 
 
@@ -345,7 +363,7 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
             "objects_per_s": round(args.objects / purge_s, 1) if purge_s and mode != "quiet" else None,
             # The judged window is the purge or --window, whichever is longer: a purge shorter than
             # --window is judged with quiet seconds after it, which flatters the faster modes.
-            "window_covered": round(min(1.0, purge_s / args.window), 2) if purge_s and mode != "quiet" else None,
+            "window_covered": window_covered(purge_s, args.window) if mode != "quiet" else None,
             "wall_s": round(time.monotonic() - t0, 1)}
 
 
@@ -380,8 +398,8 @@ def main() -> None:
     p.add_argument("--increase", type=float, default=0.0, help="purge.pace_latency_increase when paced")
     p.add_argument("--max-rate", type=float, default=0.0,
                    help="purge.max_objects_per_second when paced (0: no cap); with --target-ms 0: the cap alone")
-    p.add_argument("--baseline", type=float, default=30.0)
-    p.add_argument("--window", type=float, default=30.0)
+    p.add_argument("--baseline", type=_seconds, default=30.0)
+    p.add_argument("--window", type=_seconds, default=30.0)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--method", default="s3", choices=["s3", "direct", "auto"], help="the purge's --method")
     p.add_argument("--modes", default="unpaced,paced",

@@ -123,18 +123,20 @@ def _stat_ahead(io: object, args: argparse.Namespace, counts: dict[str, int]) ->
             counts[key] += 1
 
     def stats() -> None:
-        for i in range(args.count):
-            name = f"{args.prefix}{i:07d}"
-            try:
-                io.stat(name)  # type: ignore[attr-defined]
-            except rados.ObjectNotFound:
-                count("missing")
-                continue
-            except rados.Error:
-                count("errors")
-                continue
-            ahead.put(name)
-        ahead.put(None)
+        try:
+            for i in range(args.count):
+                name = f"{args.prefix}{i:07d}"
+                try:
+                    io.stat(name)  # type: ignore[attr-defined]
+                except rados.ObjectNotFound:
+                    count("missing")
+                    continue
+                except rados.Error:
+                    count("errors")
+                    continue
+                ahead.put(name)
+        finally:  # whatever stops this lane, the removals must not wait for it forever
+            ahead.put(None)
 
     lane = threading.Thread(target=stats, daemon=True)
     lane.start()

@@ -308,14 +308,15 @@ def endpoints_line(ends: list[dict[str, Any]]) -> str | None:
 
 
 def cap_line(pacing: Mapping[str, Any]) -> str | None:
-    """A line when a purge's rate cap was not reached with its window at its most; else None."""
-    if pacing.get("cap_reached", True):
+    """A line when the librados window held a purge below its rate cap (most of its requests took
+    longer than their slot with the window at its most); else None."""
+    if not pacing.get("cap_held_back_by_window"):
         return None
-    most = pacing.get("cap_ops_in_flight", 1)
+    most = pacing["cap_ops_in_flight"]
     return (f"the cap of {pacing['max_objects_per_second']:g} objects/s was not reached: "
-            f"{pacing.get('cap_requests_behind', 0):,} of {pacing.get('cap_requests', 0):,} requests came late with "
-            f"{most} librados operation{'s' if most != 1 else ''} in flight; raise purge.cap_ops_in_flight to go "
-            "faster, at more ingest impact (docs/purge.md, \"One operation at a time under a cap\")")
+            f"{pacing['cap_requests_slow']:,} of {pacing['cap_requests_timed']:,} requests took longer than their "
+            f"slot with {most} librados operation{'s' if most != 1 else ''} in flight; raise purge.cap_ops_in_flight "
+            "to go faster, at more ingest impact (docs/purge.md, \"One operation at a time under a cap\")")
 
 
 #: Items listed by ``purge --status`` besides the counts: those not done, first ones first.

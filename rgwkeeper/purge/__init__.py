@@ -103,6 +103,7 @@ def tuning_from(purge_cfg: PurgeSection) -> Tuning:
                   long_timeout_s=purge_cfg.long_command_timeout_s, list_page_size=purge_cfg.list_page_size,
                   direct_listing=purge_cfg.direct_listing, range_entries=purge_cfg.range_entries,
                   max_objects_per_second=purge_cfg.max_objects_per_second,
+                  cap_ops_in_flight=purge_cfg.cap_ops_in_flight,
                   cap_objects_per_request=RateCap(purge_cfg.max_objects_per_second,
                                                   request_s=purge_cfg.cap_request_s).chunk(1000)
                   if purge_cfg.max_objects_per_second > 0 else 0)

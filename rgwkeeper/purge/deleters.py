@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import structlog
@@ -119,6 +120,25 @@ class S3Deleter:
         self.ledger.count(uploads_aborted=len(uploads))
 
 
+@dataclass
+class CapWindow:
+    """Under a rate cap, the most librados operations in flight a run's head deleters may widen
+    to (purge.cap_ops_in_flight, never past rados_ops_in_flight), and what it cost them: their
+    capped requests, and those whose own librados work (stats, reads, removals; not the wait for
+    the slot) took longer than the request's slot with the window at its most. One per run,
+    shared by its head deleters (a work item's each)."""
+
+    most: int = 1
+    requests: int = 0
+    slow: int = 0
+
+    def held_back(self) -> bool | None:
+        """Whether the window held the purge below its cap: most requests took longer than their
+        slot at the widest window allowed. None: no capped request was timed (no head removed
+        under a cap, or paced: pacing's pauses are not the window's)."""
+        return None if self.requests == 0 else 2 * self.slow >= self.requests
+
+
 class HeadDeleter:
     """Removes, with librados, the heads of objects whose head holds all their data (one RADOS
     object, nothing in GC) and, given ``tails_placement``, objects with tails: their heads'
@@ -127,17 +147,17 @@ class HeadDeleter:
     (a manifest it cannot read, tails in another placement) goes back to the caller for S3. ``window``: librados
     operations in flight; when paced, they go in chunks at the pacer's window with its pauses
     between chunks (one page of 1,000 removals at full speed hurt ingest on one core). Under a
-    rate cap the most is ``cap_most`` (and never past ``window``): a request's stats and removals
-    go one at a time, and the window doubles while requests come late for the cap's schedule
-    and halves while they wait half their slot or more, so the cap is kept with as few in flight
-    as it takes (a request's operations all at once were what ingest noticed: docs/purge.md,
-    "What each second held"). ``cap_most`` is 1 by default: a second operation in flight bought
-    little rate for much ingest impact (docs/purge.md, "One operation at a time under a cap");
-    a request that comes late with the window at its most is reported to the cap."""
+    rate cap the most is ``cap_window.most`` (never past ``window``): a request's stats and
+    removals go one at a time, and the window doubles while requests come late for the cap's
+    schedule and halves while they wait half their slot or more, so the cap is kept with as few
+    in flight as it takes (a request's operations all at once were what ingest noticed:
+    docs/purge.md, "What each second held"). The most is 1 by default: a second operation in
+    flight bought little rate for much ingest impact (docs/purge.md, "One operation at a time
+    under a cap"); ``cap_window`` counts the requests the window held back."""
 
     def __init__(self, data: BulkObjects, *, pool: str, marker: str, head_chunk_bytes: int, window: int,
                  pacer: Pacer | None, cap: RateCap, ledger: Ledger, limiter: Limiter | None = None,
-                 tails_placement: str | None = None, cap_most: int = 1) -> None:
+                 tails_placement: str | None = None, cap_window: CapWindow | None = None) -> None:
         self.data = data
         #: The bucket's placement rule when this run releases tails itself (the release allows it),
         #: else None: objects with tails then go back to the caller for S3.
@@ -151,32 +171,42 @@ class HeadDeleter:
         self.ledger = ledger
         self._limiter = limiter
         self._cap_window = 1
-        self._cap_most = max(1, min(window, cap_most))
+        self.cap_stats = cap_window or CapWindow()
+        self._cap_most = max(1, min(window, self.cap_stats.most))
 
     def _window(self) -> int:
         return self._cap_window if self.cap.rate > 0 else self.window
 
-    def _follow_the_cap(self, n: int) -> None:
-        """After a capped request of ``n`` took its slot: widen if it came late, narrow if it waited."""
+    def _follow_the_cap(self, n: int, late_s: float, waited_s: float) -> None:
+        """After a capped request of ``n`` took its slot (``late_s`` past its start, or having
+        waited ``waited_s`` for it): widen if it came late, narrow if it waited."""
         slot = n / self.cap.rate
         before = self._cap_window
-        if self.cap.late_s > CAP_LATE_SHARE * slot:
-            if self._cap_window >= self._cap_most:
-                self.cap.note_behind()
+        if late_s > CAP_LATE_SHARE * slot:
             self._cap_window = min(self._cap_most, self._cap_window * 2)
-        elif self.cap.waited_s >= CAP_EARLY_SHARE * slot:
+        elif waited_s >= CAP_EARLY_SHARE * slot:
             self._cap_window = max(1, self._cap_window // 2)
         if self._cap_window != before:
-            log.debug("purge librados window", was=before, now=self._cap_window, late_ms=round(self.cap.late_s * 1000, 1))
+            log.debug("purge librados window", was=before, now=self._cap_window, late_ms=round(late_s * 1000, 1))
+
+    def _time_the_cap(self, n: int, work_s: float) -> None:
+        """Count a capped request whose librados work took ``work_s``: slow if that passed its
+        slot with the window at its most (more in flight was what it lacked). Not when paced."""
+        if self.pacer is not None:
+            return
+        self.cap_stats.requests += 1
+        if work_s > n / self.cap.rate and self._cap_window >= self._cap_most:
+            self.cap_stats.slow += 1
 
     async def many(self, op: Callable[..., Awaitable[list[Any]]], objs: list[Any], *, most: int = 0) -> list[Any]:
         """``op(objs, window=...)`` (stat_many, remove_many, ...) at the configured window (under a cap,
         the one that follows the cap), or paced; never wider than ``most`` if given."""
+        base = self._window()
         if self.pacer is None or self._limiter is None:
-            return await op(objs, window=min(self._window(), most or self.window))
+            return await op(objs, window=min(base, most or base))
         out: list[Any] = []
         while len(out) < len(objs):
-            window = min(self.pacer.limit(self.window), most or self.window)
+            window = min(self.pacer.limit(base), most or base)
             async with self._limiter:  # one chunk at a time across the pages in flight
                 out.extend(await op(objs[len(out):len(out) + window * RADOS_CHUNK_WINDOWS], window=window))
         return out
@@ -307,16 +337,24 @@ class HeadDeleter:
         return others
 
     async def _remove(self, entries: list[Entry], *, sweep: bool) -> list[Entry]:
+        clock = self.cap.clock
+        t0 = clock()
         remove, gone, others = await self.head_only(entries)
         tailed, tailed_gone, others = await self.with_tails(others)
+        work_s = clock() - t0
         gone += tailed_gone
         if not remove and not tailed and not gone:
             return others
         n = len(remove) + len(tailed)
-        await self.cap.take(n)  # capped, ``entries`` already holds one request's worth (remove()); tails ride with their objects
-        if self.cap.rate > 0 and n:
-            self._follow_the_cap(n)
+        # Capped, ``entries`` already holds one request's worth (remove()); tails ride with their objects.
+        late_s, waited_s = await self.cap.take(n)
+        capped = self.cap.rate > 0 and n > 0
+        if capped:
+            self._follow_the_cap(n, late_s, waited_s)
+        t1 = clock()
         done, refused = await self._release(tailed, [o for _, o in remove])
+        if capped:
+            self._time_the_cap(n, work_s + clock() - t1)
         others += refused
         removed = [e for e, _ in remove] + [t[0] for t in done]
         removed_bytes = sum(e["Size"] for e in removed)

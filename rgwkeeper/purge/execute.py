@@ -36,7 +36,7 @@ from rgwkeeper import lifecycle as lc
 from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State, crash_point
-from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, HeadDeleter, S3Deleter, check_removed, chunks
+from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, CapWindow, HeadDeleter, S3Deleter, check_removed, chunks
 from rgwkeeper.purge.layout import gc_entries_of, head_oid
 from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
@@ -53,6 +53,7 @@ __all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "P
 
 log = structlog.get_logger("rgwkeeper.purge")
 PACED_LIST_PAGE = 200
+MAX_CAP_OPS_IN_FLIGHT = 4096  # purge.cap_ops_in_flight's bound in the config
 CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
 CAPPED_PAGE_MIN = 10
 DROP_SHARDS_AT_ONCE = 64  # index shard objects the drop stats, empties or removes at once (uncapped)
@@ -91,7 +92,7 @@ class Settings:
     checkpoint_interval_s: float = 1.0
     max_objects_per_second: float = 0.0  # 0: no cap (see pacing.RateCap)
     cap_request_s: float = CAP_REQUEST_S  # the cap's work per request (pacing.RateCap)
-    cap_ops_in_flight: int = 1  # under a cap, the most librados operations in flight (deleters.HeadDeleter)
+    cap_ops_in_flight: int = 1  # under a cap, the most librados operations in flight (deleters.CapWindow)
     full_wait_s: float = 60.0  # a full cluster: how long to wait for it to fall below full after freeing
 
     def __post_init__(self) -> None:
@@ -101,6 +102,7 @@ class Settings:
             value = getattr(self, f.name)
             if value is not None:
                 check_number(value, f.name, lo=0, hi=MAX_DURATION_S if f.name.endswith("_s") else None)
+        check_number(self.cap_ops_in_flight, "cap_ops_in_flight", lo=1, hi=MAX_CAP_OPS_IN_FLIGHT, integer=True)
 
     @property
     def paced(self) -> bool:
@@ -166,6 +168,8 @@ class PurgeExecutor:
             log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
                         method=plan.method, max_objects_per_second=settings.max_objects_per_second)
         self.cap = RateCap(cap, clock=clock, sleep=sleep, request_s=settings.cap_request_s)
+        #: Under the cap, the most librados operations in flight and what the window held back (the report's).
+        self.cap_window = CapWindow(most=min(plan.tuning.rados_ops_in_flight, settings.cap_ops_in_flight))
         self.retry = Retry(settings.rgw_retry_s, self.time, before_retry=self._stop_if_full)
         self.threads = Threads(plan.tuning.s3_batches_in_flight + RECHECK_IN_FLIGHT + 2, self.retry)
         self.lister = Lister(io.s3, p.bucket, self.threads, page_size=self._page_size)
@@ -200,7 +204,7 @@ class PurgeExecutor:
                            window=self.plan.tuning.rados_ops_in_flight,
                            pacer=self.pacer if self.settings.paced else None, cap=self.cap, ledger=ledger,
                            limiter=self._head_limiter, tails_placement=tails or None,
-                           cap_most=self.settings.cap_ops_in_flight)
+                           cap_window=self.cap_window)
 
     @property
     def state(self) -> State:
@@ -362,9 +366,9 @@ class PurgeExecutor:
                 "max_probe_ms": round(max((s for _, s in self.pacer.samples), default=0) * 1000, 2),
                 "min_concurrency_fraction": float(f"{self.pacer.min_fraction_seen:.3g}"),
                 "max_objects_per_second": self.cap.rate or None,
-                **({"cap_ops_in_flight": self.settings.cap_ops_in_flight, "cap_requests": self.cap.takes,
-                    "cap_requests_behind": self.cap.behind, "cap_reached": not self.cap.not_reached()}
-                   if self.cap.rate > 0 else {})}
+                **({"cap_ops_in_flight": self.cap_window.most, "cap_requests_timed": self.cap_window.requests,
+                    "cap_requests_slow": self.cap_window.slow, "cap_held_back_by_window": self.cap_window.held_back()}
+                   if self.cap.rate > 0 and self._data is not None else {})}
 
     # -- steps --------------------------------------------------------------------------------
     async def _step_fence(self, step: Fence) -> None:

@@ -218,6 +218,8 @@ class BucketOutcome:
     checks_failed: list[str] = field(default_factory=list)
     error: str = ""
     resumed: bool = False
+    #: The librados window held this bucket's purge below its rate cap (the report's pacing).
+    cap_held_back: bool = False
 
     def line(self) -> str:
         if self.error:
@@ -225,7 +227,8 @@ class BucketOutcome:
         if self.method == "none":
             return f"{self.bucket}: did not exist, and no purge of it was recorded: nothing to purge"
         head = (f"{self.bucket}: purged ({self.method}, purge {self.plan_id}): {self.objects_deleted:,} objects"
-                + (", resumed" if self.resumed else ""))
+                + (", resumed" if self.resumed else "")
+                + (", below its rate cap with purge.cap_ops_in_flight operations in flight" if self.cap_held_back else ""))
         return head if self.ok else head + "; end state not clean: " + "; ".join(self.checks_failed)
 
 
@@ -304,7 +307,7 @@ async def work(board: Board, run_bucket: RunBucket, *, slots: int,
             out = BucketOutcome(bucket, report.ok, plan_id=report.plan_id, method=report.method,
                                 objects_deleted=int(c.get("objects_deleted", 0)), bytes_deleted=int(c.get("bytes_deleted", 0)),
                                 checks_failed=[f"{x.name}: {x.detail}" for x in report.checks if x.status == "failed"],
-                                resumed=resumed)
+                                resumed=resumed, cap_held_back=bool(report.pacing.get("cap_held_back_by_window")))
             lease.item.counters = {"objects_deleted": out.objects_deleted, "bytes_deleted": out.bytes_deleted}
             if report.ok:
                 lease.item.cursor = {"plan_id": report.plan_id, "result": {"ok": True, "method": report.method,

@@ -184,34 +184,28 @@ class RateCap:
         self.late_s = 0.0
         #: How long the last take waited for its slot (0: none).
         self.waited_s = 0.0
-        #: Requests taken, and those a deleter reported behind the cap with its window at its
-        #: most (:meth:`note_behind`): the cap was not reached, and the report says so.
-        self.takes = 0
-        self.behind = 0
+        #: The clock the slots are kept on (a deleter times its own work on it).
+        self.clock = clock
 
     def chunk(self, n: int) -> int:
         """Objects per request under the cap: ``request_s`` of its work (at least one), at most ``n``."""
         return max(1, n) if self.rate <= 0 else max(1, min(n, int(self.rate * self.request_s)))
 
-    def note_behind(self) -> None:
-        self.behind += 1
-
-    def not_reached(self) -> bool:
-        """Most requests came late with the deleter's window at its most: the cap was above the
-        rate the run was allowed to reach (purge.cap_ops_in_flight)."""
-        return self.rate > 0 and self.takes > 0 and self.behind >= self.takes / 2
-
-    async def take(self, n: int) -> None:
+    async def take(self, n: int) -> tuple[float, float]:
+        """Wait for the slot of ``n`` objects; (how late, how long it waited) for this take: the
+        attributes of the same names are the last take's, which another taker may overwrite
+        while this one sleeps."""
         if self.rate <= 0 or n <= 0:
-            return
+            return 0.0, 0.0
         now = self._clock()
-        self.takes += 1
         self.late_s = 0.0 if self._next is None else max(0.0, now - self._next)
         start = now if self._next is None else max(now, self._next)
         self.waited_s = start - now
         self._next = start + n / self.rate  # reserved before waiting: no other take can use it
+        late, waited = self.late_s, self.waited_s
         if start > now:
             await self._sleep(start - now)
+        return late, waited
 
 
 async def time_probe(write: Callable[[], Awaitable[None]],

@@ -153,6 +153,8 @@ class Tuning:
     #: (execute.Settings and pacing.RateCap enforce them; here they are for the dry run).
     max_objects_per_second: float = 0.0
     cap_objects_per_request: int = 0
+    #: Under the cap, the most librados operations in flight (purge.cap_ops_in_flight; for the dry run).
+    cap_ops_in_flight: int = 1
     #: How the direct method lists: "s3" (ListObjectsV2) or "index" (the index shards, librados).
     #: Part of the plan, so a resumed purge lists as it started (its cursor is that listing's).
     direct_listing: str = "s3"
@@ -164,6 +166,13 @@ class Tuning:
             raise UsageError(f"direct_listing must be one of {', '.join(DIRECT_LISTINGS)}, got {self.direct_listing!r}")
         if isinstance(self.range_entries, bool) or not isinstance(self.range_entries, int) or self.range_entries < 0:
             raise UsageError(f"range_entries must be a whole number of keys, 0 or more, got {self.range_entries!r}")
+        check_number(self.cap_ops_in_flight, "cap_ops_in_flight", lo=1, integer=True)
+
+    def head_ops_in_flight(self) -> int:
+        """librados operations in flight on the direct path: under a cap, at most its own most."""
+        if self.max_objects_per_second > 0:
+            return min(self.rados_ops_in_flight, self.cap_ops_in_flight)
+        return self.rados_ops_in_flight
 
     def range_size(self, p: BucketProfile) -> int:
         """Keys per range: ``range_entries``, or more for a bucket so large that its ranges would
@@ -853,10 +862,10 @@ def _steps(method: str, p: BucketProfile, r: PurgeRequest, t: Tuning, cutoff: fl
             f"librados {p.data_pool}: for the others, read {marker}_<key>'s xattrs ({XATTR_THREADS} at once); "
             f"where its manifest names tails in placement {tails!r}: cls_refcount put on each tail with the "
             "head's user.rgw.tail_tag (what RGW's GC does: a tail a copy still references stays), then "
-            f"remove the head ({t.rados_ops_in_flight} ops in flight)",) if tails else ()
+            f"remove the head ({t.head_ops_in_flight()} ops in flight)",) if tails else ()
         steps.append(DeleteObjects(
             summary=f"{listing}; remove head-only objects from {p.data_pool} with librados "
-            f"({t.rados_ops_in_flight} ops in flight); "
+            f"({t.head_ops_in_flight()} ops in flight); "
             + ("objects with tails too: each tail's reference dropped as RGW's GC drops it, then the head; "
                "anything else" if tails else "everything else")
             + f" with S3 DeleteObjects ({t.s3_batches_in_flight} batches in flight)" + t.capped("requests"),

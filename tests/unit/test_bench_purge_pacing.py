@@ -125,7 +125,7 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "stock-s3:1", "quiet:1", "normal:1", "unpaced:1:2", "",
                                  "normal@index", "stock-rm@index", "cap:1@s3", "cap:1@index@index", "stock-rm@nice",
                                  "cap:1@nice@nice", "quiet@nice", "cap:1@", "cap:1@nice@idle", "cap:1@idle@idle",
-                                 "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3", "rados-host:1:1:1:1", "rados-host:1:1:0.5",
+                                 "stock-rm@idle", "quiet@idle", "rados-host", "rados-host:1:2:3", "rados-host:1:1:1:1", "rados-host:1:1:0.5", "rados-host:900:2:1",
                                  "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
                                  "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
                                  "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
@@ -256,3 +256,21 @@ def test_s3_list_refuses_a_bad_rate_in_one_line_with_exit_2(rate, capsys):
         s3_list.main(["--endpoint", "http://127.0.0.1:1", "--credentials", "/nonexistent", "--rate", rate, "b"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith("a finite number above 0")
+
+
+def test_window_covered_is_the_purges_share_of_the_judged_window():
+    from bench.purge_pacing import window_covered
+
+    assert window_covered(14.0, 20.0) == 0.7
+    assert window_covered(31.0, 20.0) == 1.0  # a longer purge is its own window
+    assert window_covered(None, 20.0) is None and window_covered(0.0, 20.0) is None
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "x"])
+def test_a_window_of_no_length_is_refused(bad):
+    import argparse
+
+    from bench.purge_pacing import _seconds
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        _seconds(bad)

@@ -1,7 +1,7 @@
 """Under a rate cap the head deleter keeps the cap with as few librados operations in flight as
-it takes, up to ``cap_most`` (purge.cap_ops_in_flight): one at a time on a cluster fast enough
-for it, more while the cap's schedule runs late if allowed. By default one at a time only: a
-cap it cannot reach so is reported as not reached, never missed silently."""
+it takes, up to ``CapWindow.most`` (purge.cap_ops_in_flight): one at a time on a cluster fast
+enough for it, more while the cap's schedule runs late if allowed. By default one at a time
+only: a cap it cannot reach so is counted as held back by the window, never missed silently."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import pytest
 
 from rgwkeeper.purge.checkpoint import Ledger, State
-from rgwkeeper.purge.deleters import HeadDeleter
+from rgwkeeper.purge.deleters import CapWindow, HeadDeleter
 from rgwkeeper.purge.layout import head_oid
 from rgwkeeper.purge.pacing import RateCap
 
@@ -43,7 +43,7 @@ class SlowPool:
 
 
 def _purge(op_s: float, *, rate: float = 450.0, objects: int = 4500, most: int = 256, cap_most: int | None = 256,
-           with_cap: bool = False):
+           with_stats: bool = False):
     clock = [0.0]
 
     async def sleep(s: float) -> None:
@@ -55,13 +55,14 @@ def _purge(op_s: float, *, rate: float = 450.0, objects: int = 4500, most: int =
     cap = RateCap(rate, clock=lambda: clock[0], sleep=sleep)
     ledger = Ledger(State(plan={}), None, interval_s=1.0, clock=lambda: clock[0])
     heads = HeadDeleter(pool, pool="data", marker=MARKER, head_chunk_bytes=4 << 20, window=most, pacer=None,
-                        cap=cap, ledger=ledger, **({"cap_most": cap_most} if cap_most is not None else {}))
+                        cap=cap, ledger=ledger,
+                        **({"cap_window": CapWindow(most=cap_most)} if cap_most is not None else {}))
     entries = [{"Key": k, "Size": 100, "ETag": '"abc"'} for k in keys]
     left = asyncio.run(heads.remove(entries, sweep=False))
     assert left == [] and pool.heads == {}
     assert ledger.counters["direct_removed"] == objects
-    if with_cap:
-        return clock[0], pool.windows, cap
+    if with_stats:
+        return clock[0], pool.windows, heads.cap_stats
     return clock[0], pool.windows
 
 
@@ -90,21 +91,34 @@ def test_the_window_never_passes_the_configured_one():
     assert 4500 / took < 450  # the operator's bound wins over the cap: the report shows the rate
 
 
-def test_by_default_one_operation_at_a_time_even_behind_the_cap_and_the_cap_says_it_was_not_reached():
-    took, windows, cap = _purge(0.003, objects=4500, cap_most=None, with_cap=True)
+def test_by_default_one_operation_at_a_time_even_behind_the_cap_and_the_window_is_said_to_hold_it_back():
+    took, windows, stats = _purge(0.003, objects=4500, cap_most=None, with_stats=True)
     assert set(windows) == {1}
     assert 4500 / took == pytest.approx(1 / (2 * 0.003), rel=0.05)  # one stat and one removal at a time
-    assert cap.takes == 100 and cap.behind >= 95 and cap.not_reached()
+    # 45 objects a request: 270 ms of work for a 100 ms slot, every one of the 100.
+    assert (stats.requests, stats.slow, stats.held_back()) == (100, 100, True)
 
 
-def test_a_cap_reached_one_at_a_time_is_reported_reached():
-    took, windows, cap = _purge(0.0005, cap_most=None, with_cap=True)
-    assert set(windows) == {1} and cap.behind == 0 and not cap.not_reached()
+def test_a_cap_reached_one_at_a_time_is_not_held_back():
+    took, windows, stats = _purge(0.0005, cap_most=None, with_stats=True)
+    assert set(windows) == {1} and (stats.requests, stats.slow, stats.held_back()) == (100, 0, False)
 
 
-def test_the_window_widens_only_to_cap_most_and_behind_is_counted_there():
-    took, windows, cap = _purge(0.02, cap_most=2, with_cap=True)
-    assert max(windows) == 2 and cap.not_reached()
+def test_a_request_slow_below_its_most_is_not_counted_against_the_window():
+    # 20 ms an operation: at 1 and 2 in flight every request is slow, but only those at the
+    # most (2) are the window's doing; the first one, at 1, widens it.
+    took, windows, stats = _purge(0.02, objects=900, cap_most=2, with_stats=True)
+    assert max(windows) == 2 and windows[:2] == [1, 1]
+    assert stats.requests == 20 and stats.slow == 19 and stats.held_back()
+
+
+def test_no_capped_request_says_nothing_about_the_window():
+    assert CapWindow().held_back() is None
+
+
+def test_the_window_is_never_wider_than_the_configured_one_whatever_cap_most_says():
+    took, windows, stats = _purge(0.02, most=2, cap_most=8, with_stats=True)
+    assert max(windows) == 2 and stats.held_back()
 
 
 def test_without_a_cap_the_configured_window_is_used_throughout():
@@ -132,3 +146,25 @@ def test_the_cap_says_how_late_and_how_early_each_take_came():
     assert cap.late_s == pytest.approx(0.15) and cap.waited_s == 0.0
     asyncio.run(cap.take(10))  # the next slot starts at 0.35: waits 0.1 s
     assert cap.late_s == 0.0 and cap.waited_s == pytest.approx(0.1)
+
+
+def test_paced_and_capped_the_pacers_chunks_keep_the_caps_window_and_are_not_timed():
+    # --impact low is a cap and pacing: the pacer's chunks used to take their width from
+    # rados_ops_in_flight (256: a request's stats all at once), not from the cap's window.
+    from rgwkeeper.purge.pacing import Limiter, Pacer
+
+    clock = [0.0]
+
+    async def sleep(s: float) -> None:
+        clock[0] += s
+
+    keys = [f"fill/{i:07d}" for i in range(450)]
+    pool = SlowPool(clock, 0.0005, keys)
+    pacer = Pacer(0.02)  # at full share: limit(256) is 256
+    heads = HeadDeleter(pool, pool="data", marker=MARKER, head_chunk_bytes=4 << 20, window=256, pacer=pacer,
+                        cap=RateCap(45.0, clock=lambda: clock[0], sleep=sleep),
+                        ledger=Ledger(State(plan={}), None, interval_s=1.0, clock=lambda: clock[0]),
+                        limiter=Limiter(lambda: 1, clock=lambda: clock[0], sleep=sleep))
+    asyncio.run(heads.remove([{"Key": k, "Size": 100, "ETag": '"e"'} for k in keys], sweep=False))
+    assert pool.heads == {} and set(pool.windows) == {1}
+    assert heads.cap_stats.requests == 0 and heads.cap_stats.held_back() is None  # pacing's pauses are not the window's

@@ -107,19 +107,35 @@ def test_max_rate_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] == 1000.0 and not world.exists
-    assert doc["pacing"]["cap_reached"] is True and doc["pacing"]["cap_ops_in_flight"] == 1
+    assert doc["pacing"]["cap_held_back_by_window"] is False and doc["pacing"]["cap_ops_in_flight"] == 1
+
+
+def test_cap_ops_in_flight_from_the_config_is_shown_in_the_dry_run_and_kept_by_the_purge(env, capsys):
+    world, flags, _ = env
+    cfg = Path(flags[flags.index("--config") + 1])
+    cfg.write_text(cfg.read_text().replace("[purge]\n", "[purge]\ncap_ops_in_flight = 4\n"))
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run", "--max-rate", "25"]) == 0
+    out = capsys.readouterr().out
+    assert "(4 ops in flight)" in out and "(256 ops in flight)" not in out
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--dry-run"]) == 0
+    assert "(256 ops in flight)" in capsys.readouterr().out  # without a cap, rados_ops_in_flight
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--max-rate", "1000"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["pacing"]["cap_ops_in_flight"] == 4 and not world.exists
 
 
 def test_a_cap_not_reached_is_one_line_of_the_summary_and_a_reached_one_is_silent():
     from rgwkeeper.cli.render import cap_line
 
-    pacing = {"max_objects_per_second": 900.0, "cap_ops_in_flight": 1, "cap_requests": 110,
-              "cap_requests_behind": 104, "cap_reached": False}
+    pacing = {"max_objects_per_second": 900.0, "cap_ops_in_flight": 1, "cap_requests_timed": 110,
+              "cap_requests_slow": 104, "cap_held_back_by_window": True}
     assert cap_line(pacing) == (
-        "the cap of 900 objects/s was not reached: 104 of 110 requests came late with 1 librados operation in "
-        "flight; raise purge.cap_ops_in_flight to go faster, at more ingest impact (docs/purge.md, \"One "
-        "operation at a time under a cap\")")
-    assert cap_line({**pacing, "cap_reached": True}) is None
+        "the cap of 900 objects/s was not reached: 104 of 110 requests took longer than their slot with 1 librados "
+        "operation in flight; raise purge.cap_ops_in_flight to go faster, at more ingest impact (docs/purge.md, "
+        "\"One operation at a time under a cap\")")
+    assert cap_line({**pacing, "cap_ops_in_flight": 4}).count("4 librados operations in flight") == 1
+    assert cap_line({**pacing, "cap_held_back_by_window": False}) is None
+    assert cap_line({**pacing, "cap_held_back_by_window": None}) is None  # no capped request was timed
     assert cap_line({"max_objects_per_second": None}) is None  # no cap
 
 
@@ -135,7 +151,7 @@ def test_impact_low_is_shown_with_its_cap_and_pacing_and_kept_by_the_purge(env, 
     assert run_cli(cli, ["purge", *flags, "capture-mixed", "--yes", "--json", "--impact", "max"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is True and doc["pacing"]["max_objects_per_second"] is None and not world.exists
-    assert "cap_reached" not in doc["pacing"]
+    assert "cap_held_back_by_window" not in doc["pacing"]
 
 
 def test_impact_normal_purges_the_whole_bucket_with_bucket_rm_and_refuses_a_prefix(env, capsys):

@@ -322,3 +322,12 @@ def test_a_value_beside_an_item_is_written_only_by_its_owner():
     with pytest.raises(LeaseLost):
         a.record_value(lease, many.plan_key(0), '{"plan": "stale"}')
     assert b.value(many.plan_key(0)) == '{"plan": 1}'
+
+
+def test_a_bucket_held_below_its_cap_by_the_window_says_so_on_its_line():
+    from rgwkeeper.purge.many import BucketOutcome
+
+    kept = BucketOutcome("b1", True, plan_id="abc", method="direct", objects_deleted=10, cap_held_back=True)
+    assert kept.line() == ("b1: purged (direct, purge abc): 10 objects, below its rate cap with "
+                           "purge.cap_ops_in_flight operations in flight")
+    assert "rate cap" not in BucketOutcome("b1", True, plan_id="abc", method="direct", objects_deleted=10).line()
