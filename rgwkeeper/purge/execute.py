@@ -368,7 +368,7 @@ class PurgeExecutor:
                 "max_objects_per_second": self.cap.rate or None,
                 **({"cap_ops_in_flight": self.cap_window.most, "cap_requests_timed": self.cap_window.requests,
                     "cap_requests_slow": self.cap_window.slow, "cap_held_back_by_window": self.cap_window.held_back()}
-                   if self.cap.rate > 0 and self._data is not None else {})}
+                   if self.cap.rate > 0 and self.plan.method == "direct" else {})}
 
     # -- steps --------------------------------------------------------------------------------
     async def _step_fence(self, step: Fence) -> None:

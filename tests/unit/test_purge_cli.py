@@ -124,6 +124,15 @@ def test_cap_ops_in_flight_from_the_config_is_shown_in_the_dry_run_and_kept_by_t
     assert doc["ok"] is True and doc["pacing"]["cap_ops_in_flight"] == 4 and not world.exists
 
 
+def test_an_s3_purge_under_a_cap_reports_no_librados_window(env, capsys):
+    world, flags, _ = env
+    assert run_cli(cli, ["purge", *flags, "capture-mixed", "--method", "s3", "--yes", "--json", "--max-rate",
+                         "1000"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["method"] == "s3" and doc["pacing"]["max_objects_per_second"] == 1000.0
+    assert not any(k.startswith("cap_") for k in doc["pacing"]), doc["pacing"]
+
+
 def test_a_cap_not_reached_is_one_line_of_the_summary_and_a_reached_one_is_silent():
     from rgwkeeper.cli.render import cap_line
 
