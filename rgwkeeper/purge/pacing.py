@@ -179,11 +179,6 @@ class RateCap:
         self._clock = clock
         self._sleep = sleep
         self._next: float | None = None  # when the next slot starts
-        #: How far past the start of its slot the last take came (0: on time or early): a purge
-        #: that comes late keeps coming late, so it is behind the cap's schedule.
-        self.late_s = 0.0
-        #: How long the last take waited for its slot (0: none).
-        self.waited_s = 0.0
         #: The clock the slots are kept on (a deleter times its own work on it).
         self.clock = clock
 
@@ -192,17 +187,17 @@ class RateCap:
         return max(1, n) if self.rate <= 0 else max(1, min(n, int(self.rate * self.request_s)))
 
     async def take(self, n: int) -> tuple[float, float]:
-        """Wait for the slot of ``n`` objects; (how late, how long it waited) for this take: the
-        attributes of the same names are the last take's, which another taker may overwrite
-        while this one sleeps."""
+        """Wait for the slot of ``n`` objects; returns (how far past the start of its slot this take
+        came, 0 when on time or early: a purge that comes late keeps coming late, so it is behind
+        the cap's schedule; how long it waited for its slot). Per take, not kept on the cap: its
+        takers share it, and another would overwrite them while this one sleeps."""
         if self.rate <= 0 or n <= 0:
             return 0.0, 0.0
         now = self._clock()
-        self.late_s = 0.0 if self._next is None else max(0.0, now - self._next)
+        late = 0.0 if self._next is None else max(0.0, now - self._next)
         start = now if self._next is None else max(now, self._next)
-        self.waited_s = start - now
+        waited = start - now
         self._next = start + n / self.rate  # reserved before waiting: no other take can use it
-        late, waited = self.late_s, self.waited_s
         if start > now:
             await self._sleep(start - now)
         return late, waited

@@ -139,13 +139,13 @@ def test_the_cap_says_how_late_and_how_early_each_take_came():
         clock[0] += s
 
     cap = RateCap(100.0, clock=lambda: clock[0], sleep=sleep)
-    asyncio.run(cap.take(10))  # the first: on time, its slot 0.0-0.1
-    assert (cap.late_s, cap.waited_s) == (0.0, 0.0)
+    late_s, waited_s = asyncio.run(cap.take(10))  # the first: on time, its slot 0.0-0.1
+    assert (late_s, waited_s) == (0.0, 0.0)
     clock[0] = 0.25
-    asyncio.run(cap.take(10))  # its slot started at 0.1: 0.15 s late
-    assert cap.late_s == pytest.approx(0.15) and cap.waited_s == 0.0
-    asyncio.run(cap.take(10))  # the next slot starts at 0.35: waits 0.1 s
-    assert cap.late_s == 0.0 and cap.waited_s == pytest.approx(0.1)
+    late_s, waited_s = asyncio.run(cap.take(10))  # its slot started at 0.1: 0.15 s late
+    assert late_s == pytest.approx(0.15) and waited_s == 0.0
+    late_s, waited_s = asyncio.run(cap.take(10))  # the next slot starts at 0.35: waits 0.1 s
+    assert late_s == 0.0 and waited_s == pytest.approx(0.1)
 
 
 def test_paced_and_capped_the_pacers_chunks_keep_the_caps_window_and_are_not_timed():
