@@ -67,8 +67,10 @@ the cluster call for (docs/loadgen.md, *Calibrate the limits*). ``--plot F`` dra
 purge rate against PUT p99 change, one marker per mode: the frontier.
 
 Reported per run: the verdict, PUT p99 in the baseline and maintenance windows and its change,
-the slow seconds, the median ops/s change, how long the purge took, and the share of the judged
-window it covered; then per mode the verdicts, the median p99 change and the median purge rate.
+the slow seconds, the median ops/s change, how long the purge took, the share of the judged
+window it covered, and the purging client's CPU seconds (``bench/cpu_of.py``: its process and
+the children it waited for; for ``rados-cluster`` and the stock tool of another release only the
+``docker exec`` client, as the rest runs in the cluster's container); then per mode the verdicts, the median p99 change and the median purge rate.
 The judged window is the purge or ``--window``, whichever is longer, so a purge shorter than
 ``--window`` is judged with quiet seconds after it: that flatters the faster modes. For a fair
 frontier pick ``--window`` below the fastest purge's time (every ``window_covered`` then 1).
@@ -340,6 +342,10 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
         _fill(info, victim, args.objects)
     out = workdir / f"verify-{mode.replace(':', '_')}-{n}.json"
     maintenance = _maintenance(info, workdir, mode, victim, args, n)
+    cpu_file = out.with_suffix(".cpu.json")
+    if maintenance[0] == "--maintenance-cmd":  # the client's CPU: bench/cpu_of.py
+        maintenance = ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.cpu_of", str(cpu_file), "--",
+                                                        *shlex.split(maintenance[1])])]
     argv = [sys.executable, "-m", "rgwkeeper", "verify", *_cluster_flags(info),
             *(["--config", str(args.verify_config)] if args.verify_config else []), "--baseline", str(args.baseline),
             "--window", str(args.window), "--mix", "PUT=100", "--rate", str(args.rate), "--concurrency", "64",
@@ -356,6 +362,7 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
     rate = checks.get("median_ops_drop", {})
     slow = checks.get("slow_seconds_PUT", {})
     purge_s = round(ev["maintenance-end"] - ev["maintenance-start"], 1) if len(ev) == 2 else None
+    cpu_s = json.loads(cpu_file.read_text())["cpu_s"] if cpu_file.exists() else None
     return {"mode": mode, "verdict": result["verdict"]["outcome"],
             "p99_ms_baseline": p99.get("baseline"), "p99_ms_window": p99.get("candidate"),
             "p99_change": p99.get("estimate"), "slow_seconds": slow.get("estimate"),
@@ -364,6 +371,10 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
             # The judged window is the purge or --window, whichever is longer: a purge shorter than
             # --window is judged with quiet seconds after it, which flatters the faster modes.
             "window_covered": window_covered(purge_s, args.window) if mode != "quiet" else None,
+            # The client's CPU (rgwkeeper's process and its children, the bare script, the stock tool's
+            # docker exec client: not what runs inside the cluster's container), per 1,000 objects.
+            "client_cpu_s": cpu_s, "client_cpu_s_per_1000": (round(1000 * cpu_s / args.objects, 3)
+                                                              if cpu_s is not None and mode != "quiet" else None),
             "wall_s": round(time.monotonic() - t0, 1)}
 
 
@@ -452,6 +463,9 @@ def main() -> None:
                          "median_purge_s": statistics.median([x["purge_s"] for x in mine if x["purge_s"] is not None]
                                                              or [0.0]) if mode != "quiet" else None,
                          "median_objects_per_s": statistics.median(rates) if rates else None,
+                         "median_client_cpu_s_per_1000": statistics.median(cpus) if (cpus := [
+                             x["client_cpu_s_per_1000"] for x in mine if x["client_cpu_s_per_1000"] is not None])
+                         else None,
                          "least_window_covered": min((x["window_covered"] for x in mine
                                                       if x["window_covered"] is not None), default=None)}
     print(json.dumps({"method": args.method, "objects": args.objects, "rate": args.rate, "target_ms": args.target_ms,
