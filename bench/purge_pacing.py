@@ -40,6 +40,8 @@ and ``purge.max_objects_per_second = --max-rate`` (a cap; alone with the other t
   run's per-second PUT p99 beside what the purge did in that second;
 - any rgwkeeper mode with ``@pageN`` after it (``cap:450@page250``): N keys a listing page
   (``purge.list_page_size``, 1-1000; a capped purge lists about 5 s of its work a page, 1,000 at most);
+- any rgwkeeper mode with ``@workersN`` after it (``cap:900@index@workers1``): N work items (index
+  shards) at once in the purge's process (``purge.workers``, 1-64; default 4), with ``@index``;
 - any rgwkeeper mode with ``@index`` after it (``cap:450@index``): the direct method lists the
   bucket by its index shards with librados (``purge.direct_listing = "index"``), not through RGW;
 - ``low``: ``rgwkeeper purge --impact low``; ``normal``: ``rgwkeeper purge --impact normal`` (the
@@ -143,7 +145,7 @@ RGWKEEPER_MODES = ("unpaced", "paced", "cap", "low")
 #: garbage collector off in the purge process), ``@noscan`` (the end-state check scans no pool),
 #: ``@nice-admin`` (its radosgw-admin processes under nice in the cluster's container), ``@trace``
 #: (debug log and start time kept beside the report, for bench.timeline), ``@pageN`` (N keys a
-#: listing page, ``purge.list_page_size``, 1-1000);
+#: listing page, ``purge.list_page_size``, 1-1000), ``@workersN`` (N work items at once, ``purge.workers``);
 #: ``@nice`` and ``@idle``
 #: exclude each other.
 SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin", "trace")
@@ -152,23 +154,37 @@ SUFFIXES = ("index", "nice", "idle", "rare-ckpt", "nogc", "noscan", "nice-admin"
 def suffixes_of(text: str) -> tuple[str, tuple[str, ...]]:
     """``cap:450@index@nice`` -> ("cap:450", ("index", "nice")); each suffix at most once, not @nice with @idle."""
     base, *suffixes = text.split("@")
-    if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES and page_of(x) is None
+    if suffixes and (base.split(":")[0] not in RGWKEEPER_MODES or any(x not in SUFFIXES and numbered_of(x) is None
                                                                       for x in suffixes)
                      or len(set(suffixes)) != len(suffixes)):
-        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @{', @'.join(SUFFIXES)}, once each")
-    if sum(page_of(x) is not None for x in suffixes) > 1:
-        raise ValueError(f"mode {text!r}: one @pageN at most")
+        raise ValueError(f"mode {text!r}: only {', '.join(RGWKEEPER_MODES)} take @{', @'.join(SUFFIXES)}, "
+                         "@pageN (1-1000) and @workersN (1-64), once each")
+    keys = [got[0] for got in map(numbered_of, suffixes) if got is not None]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"mode {text!r}: one @pageN and one @workersN at most")
     if "nice" in suffixes and "idle" in suffixes:
         raise ValueError(f"mode {text!r}: @nice and @idle exclude each other (pick one CPU policy)")
     return base, tuple(suffixes)
 
 
+#: Suffixes with a number: ``@pageN`` (``purge.list_page_size``) and ``@workersN`` (``purge.workers``),
+#: each with its config key and bounds.
+NUMBERED = {"page": ("list_page_size", 1, 1000), "workers": ("workers", 1, 64)}
+
+
+def numbered_of(suffix: str) -> tuple[str, int] | None:
+    """``page250`` -> ("list_page_size", 250), ``workers1`` -> ("workers", 1); None if not one, or out of bounds."""
+    for name, (key, low, high) in NUMBERED.items():
+        digits = suffix[len(name):] if suffix.startswith(name) else ""
+        if digits.isascii() and digits.isdigit() and low <= int(digits) <= high:
+            return key, int(digits)
+    return None
+
+
 def page_of(suffix: str) -> int | None:
     """``page250`` -> 250 (keys per listing page, ``purge.list_page_size``, 1-1000); None otherwise."""
-    digits = suffix[4:] if suffix.startswith("page") else ""
-    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= 1000:
-        return None
-    return int(digits)
+    got = numbered_of(suffix)
+    return got[1] if got is not None and got[0] == "list_page_size" else None
 
 
 def listing_of(text: str) -> tuple[str, str]:
@@ -256,8 +272,8 @@ def _maintenance(info: Any, workdir: Path, mode: str, victim: str, args: argpars
         listing += "checkpoint_interval_s = 600\n"
     if "noscan" in suffixes_of(mode)[1]:
         listing += "verify_scan_max_objects = 0\n"
-    for size in filter(None, map(page_of, suffixes_of(mode)[1])):
-        listing += f"list_page_size = {size}\n"
+    for key, value in filter(None, map(numbered_of, suffixes_of(mode)[1])):
+        listing += f"{key} = {value}\n"
     purge_cfg.write_text(f'[purge]\nstate_dir = "{workdir / "state"}"\n{in_flight}{listing}' + (
         "" if kind in ("low", "normal") else
         f"pace_write_latency_ms = {pace_ms}\npace_latency_increase = {increase}\npace_probe_interval = 0.5\n"

@@ -31,6 +31,8 @@ def _label(e: dict[str, Any]) -> str | None:
         return f"<{' '.join(e.get('args', [])[:2])} {e.get('ms', 0):.0f}ms"
     if ev in ("purge s3 page", "purge index page"):
         return f"page{e.get('entries', e.get('rows'))}"
+    if ev == "purge checkpoint saved":
+        return "ckpt"
     if ev.startswith("purge item"):
         return ev.replace("purge ", "") + f" {e.get('item', '')}"
     return None

@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import structlog
+
 from rgwkeeper.errors import UsageError
 from rgwkeeper.locks import try_flock
+
+log = structlog.get_logger("rgwkeeper.purge")
 
 FORMAT = 1
 
@@ -94,6 +98,7 @@ class Checkpoint:
             os.fsync(dfd)  # the rename itself must survive a crash
         finally:
             os.close(dfd)
+        log.debug("purge checkpoint saved", bytes=len(data))  # bench.timeline places it in its second
         if self._crash_after and state.cursor:
             self._cursor_saves += 1
             if self._cursor_saves >= self._crash_after:

@@ -129,7 +129,8 @@ def test_normal_runs_the_level_without_a_method_and_low_keeps_it(tmp_path):
                                  "rados-cluster:450:1.5", "rados-host:450@nice", "rados-cluster:inf", "stock-rm@rare-ckpt",
                                  "cap:1@rare-ckpt@rare-ckpt", "stock-rm@nice-admin", "cap:1@page0",
                                  "cap:1@page1001", "cap:1@page", "cap:1@page2.5", "cap:1@page١٢",
-                                 "cap:1@page10@page20", "stock-rm@page10", "list-s3", "list-s3:1:2:3",
+                                 "cap:1@page10@page20", "stock-rm@page10", "cap:1@workers0", "cap:1@workers65",
+                                 "cap:1@workers1@workers2", "stock-rm@workers1", "cap:1@workers", "list-s3", "list-s3:1:2:3",
                                  "list-s3:450:2.5", "list-s3:inf", "list-s3:450@trace",
                                  "list-rados-host", "list-rados-host:1:2:3", "list-rados-host:450:1.5"])
 def test_a_bad_mode_is_refused(bad):
@@ -185,12 +186,14 @@ def test_at_trace_keeps_a_debug_log_and_the_start_time_and_timeline_places_the_e
     stamp = "1970-01-01T00:16:44.300000Z"  # 1004.3 s after the epoch
     start.with_suffix(".log").write_text(
         json.dumps({"event": "purge step", "step": "drop_bucket", "timestamp": stamp}) + "\nnot json\n"
-        + json.dumps({"event": "ceph cli done", "args": ["gc", "list"], "ms": 120.4, "timestamp": stamp}) + "\n")
+        + json.dumps({"event": "ceph cli done", "args": ["gc", "list"], "ms": 120.4, "timestamp": stamp}) + "\n"
+        + json.dumps({"event": "purge checkpoint saved", "bytes": 812, "timestamp": stamp}) + "\n"
+        + json.dumps({"event": "purge item recorded", "item": 3, "timestamp": stamp}) + "\n")
     timeline.main([str(tmp_path)])
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "== verify-cap_450@trace-0.json FAIL"
     row = next(line for line in out if line.startswith("  29"))
-    assert "40.0*" in row and "[drop_bucket] <gc list 120ms" in row
+    assert "40.0*" in row and "[drop_bucket] <gc list 120ms ckpt item recorded 3" in row
     assert next(line for line in out if line.startswith("  28")).rstrip().endswith("8.0")
     (tmp_path / "verify-cap_450@trace-0.json").unlink()
     with pytest.raises(SystemExit, match="no traced run"):
@@ -201,11 +204,14 @@ def test_at_page_sets_the_listing_page_size(tmp_path):
     info = SimpleNamespace(conf=Path("/c"), keyring=Path("/k"), rgw_endpoint="http://127.0.0.1:1",
                            credentials_file=Path("/cred"))
     args = SimpleNamespace(method="direct", target_ms=0.0, increase=0.0, max_rate=0.0)
-    for mode, line in (("cap:450@page250", "list_page_size = 250\n"), ("cap:450@index@page1", "list_page_size = 1\n")):
+    for mode, line in (("cap:450@page250", "list_page_size = 250\n"), ("cap:450@index@page1", "list_page_size = 1\n"),
+                       ("cap:450@index@workers1", "workers = 1\n"), ("cap:450@workers64@page9", "workers = 64\n"),
+                       ("cap:450@workers64@page9", "list_page_size = 9\n")):
         argv = shlex.split(_maintenance(info, tmp_path, mode, "victim", args, 0)[1])
         assert line in Path(argv[argv.index("--config") + 1]).read_text(), mode
     argv = shlex.split(_maintenance(info, tmp_path, "cap:450", "victim", args, 0)[1])
     assert "list_page_size" not in Path(argv[argv.index("--config") + 1]).read_text()
+    assert "workers" not in Path(argv[argv.index("--config") + 1]).read_text()
 
 
 def test_list_s3_lists_at_its_rate_and_deletes_nothing(tmp_path):
