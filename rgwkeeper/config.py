@@ -305,7 +305,10 @@ class PurgeSection:
         "(docs/purge.md, \"Key ranges\"). 0: shards are never cut.",
         min=0, max=100_000_000)
     workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "
-                       "`--workers N` overrides it.", min=1, max=64)
+                       "`--workers N` overrides it. Under a rate cap a process runs one at a time, whatever this says: "
+                       "the cap's head work goes one page at a time anyway, and items that ended together listed "
+                       "their next shards at once (docs/purge.md, \"The typical PUT and the slow seconds\").",
+                       min=1, max=64)
     item_lease_s: float = opt(
         30.0, "Seconds a worker's lease on a work item lasts (cls_lock, renewed three times within it). A worker "
         "killed or stuck loses its items this long after its last renewal; another worker then resumes them "

@@ -176,7 +176,8 @@ def _run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                    "exporter's textfile collector [default: purge.metrics_textfile]")
 @click.option("--workers", type=FiniteInt(1, 64), default=None,
               help="work items (index shards) run at once by this process, with purge.direct_listing = 'index' "
-                   "(the direct method, or the s3 method on an unversioned bucket) [default: purge.workers]")
+                   "(the direct method, or the s3 method on an unversioned bucket); one under a rate cap "
+                   "[default: purge.workers]")
 @click.option("--join", "join_id", callback=_check_job_id, default=None, metavar="ID",
               help="add workers to the running purge ID (printed when it starts) with the same BUCKET and filters")
 @click.option("--status", "status_id", callback=_check_job_id, default=None, metavar="ID",
@@ -264,13 +265,16 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
                                 if plan.method == "s3" and plan.profile.versioning != "off" else "")
                              + " (nothing was changed)")
         workers = workers or purge_cfg.workers
-        items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
-                      f"{cfg.daemon.pool}/purge.{plan.plan_id}, {workers} at once here; add workers from another "
-                      f"admin node with: {join_command(request, plan.plan_id)}") if items else ""
-        for note in prepared.ignored:
-            click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         cap = purge_cfg.max_objects_per_second
         capped = rate_cap_for(plan.method, cap) > 0
+        at_once = purge_api.items_at_once(workers, rate_cap_for(plan.method, cap))
+        items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
+                      f"{cfg.daemon.pool}/purge.{plan.plan_id}, {at_once} at once here"
+                      + (" (one at a time under the rate cap)" if at_once < workers else "")
+                      + f"; add workers from another admin node with: {join_command(request, plan.plan_id)}"
+                      ) if items else ""
+        for note in prepared.ignored:
+            click.echo(f"rgwkeeper: note: not resuming {note}", err=True)
         if cap > 0 and not capped:
             if impact is not None and purge_cfg.impact != "max":
                 raise UsageError(f"--impact {impact} applies to the {' and '.join(RATE_CAPPED_METHODS)} methods; "
@@ -287,7 +291,7 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
                 raise_to = prepared.raise_full_ratio
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
                            "work_items": {"pool": cfg.daemon.pool, "object": f"purge.{plan.plan_id}",
-                                          "items": len(plan.profile.index_shards), "workers": workers}
+                                          "items": len(plan.profile.index_shards), "workers": at_once}
                            if items else None,
                            "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None,
                            "impact": purge_cfg.impact or None,

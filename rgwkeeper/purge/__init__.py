@@ -43,6 +43,7 @@ from rgwkeeper.purge.board import Board, Lease, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, CheckpointStore, State
 from rgwkeeper.purge.pacing import RateCap
 from rgwkeeper.purge.execute import Check, JoinReport, Progress, PurgeFailed, PurgeIO, PurgeReport, Settings
+from rgwkeeper.purge.execute import items_at_once
 from rgwkeeper.purge.execute import join as _join
 from rgwkeeper.purge.execute import execute as _execute
 from rgwkeeper.purge.expire import (BucketFailure, ExpireResult, ExpiryPlans, apply_expiry, expiry_problem,
@@ -58,7 +59,7 @@ from rgwkeeper.purge.textfile import ProgressTextfile
 log = structlog.get_logger("rgwkeeper.purge")
 
 __all__ = ["Board", "JoinReport", "NoSuchJob", "Snapshot", "items_view", "join", "open_board",
-           "job_status", "many", "purge_job_bucket", "resume_prepared", "run_many",
+           "items_at_once", "job_status", "many", "purge_job_bucket", "resume_prepared", "run_many",
            "read_to_join", "request_differences", "uses_items", "valid_job_id", "worker_name",
            "BucketProfile", "Check", "Checkpoint", "CheckpointStore", "NoSuchBucket", "NotNow", "Plan",
            "Prepared", "Progress", "PurgeFailed", "PurgeIO", "PurgeReport", "PurgeRequest", "Settings", "State",

@@ -138,6 +138,15 @@ class PurgeReport:
         return d
 
 
+def items_at_once(workers: int, rate_cap: float) -> int:
+    """Work items one process runs at once: ``workers``, or one under a rate cap. A cap's head
+    work goes one page at a time however many items there are (``_pages_in_flight``), so more
+    items add no rate; they only list their shards ahead together, and items that end together
+    listed their next shards' pages in the same second, a burst ingest noticed (docs/purge.md,
+    "The typical PUT and the slow seconds")."""
+    return 1 if rate_cap > 0 else workers
+
+
 class PurgeExecutor:
     def __init__(self, plan: Plan, io: PurgeIO, *, checkpoint: Checkpoint | None, state: State | None = None,
                  settings: Settings = Settings(), on_progress: Callable[[Progress], None] | None = None,
@@ -462,6 +471,10 @@ class PurgeExecutor:
                     t.cancel()
             await asyncio.gather(*(t for _, ts in pending for t in ts), return_exceptions=True)
 
+    def items_at_once(self) -> int:
+        """Work items this process runs at once: ``workers``, or one under a cap (items_at_once)."""
+        return items_at_once(self.workers, self.cap.rate)
+
     def _pages_in_flight(self) -> int:
         """Pages of head work at once. Unpaced, up to 3 overlap (one stats while another removes).
         Under a cap, one: the cap sets the pace anyway, and pages worked side by side under it
@@ -535,7 +548,7 @@ class PurgeExecutor:
         created = await self._board(functools.partial(self.board.publish, spec, list(p.index_shards), run,
                                                       cutting=self.plan.tuning.cuts_shards(p)))
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
-                 created=created, workers=self.workers, board=self.board.oid)
+                 created=created, workers=self.items_at_once(), board=self.board.oid)
         await self.run_items(step, counted_from=before)
         snap = await self._board(self.board.read)
         if not snap.done:  # the workers only return once every item is done, or others hold the rest
@@ -548,7 +561,7 @@ class PurgeExecutor:
         as these counters plus every item's (the purge that owns the items); without it, this
         process's own work (a joined worker)."""
         self._count_own = counted_from is None
-        workers = [asyncio.ensure_future(self._worker(step, w)) for w in range(self.workers)]
+        workers = [asyncio.ensure_future(self._worker(step, w)) for w in range(self.items_at_once())]
         watcher = asyncio.ensure_future(self._watch_items(counted_from)) if counted_from is not None else None
         try:
             await _first_failure(workers)
@@ -647,6 +660,7 @@ class PurgeExecutor:
                 self.ledger.count(**counted)
             item.cursor = {"after": page["at"]["shards"][0]}
             await self._board(board.record, lease)
+            log.debug("purge item recorded", item=item.n)  # bench.timeline places it in its second
 
         async def work() -> None:
             if item.cutting:

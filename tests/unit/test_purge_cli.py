@@ -691,6 +691,21 @@ def test_a_filtered_s3_purge_listing_by_index_shows_its_items_and_the_join_comma
     assert not any(line.startswith(("S3 Delete", "rados rm")) for line in world.log)
 
 
+def test_a_capped_purge_listing_by_index_shows_one_item_at_a_time_whatever_its_workers(env, capsys):
+    world, flags, _ = env
+    cfg = Path(flags[1])
+    cfg.write_text(cfg.read_text().replace("[purge]\n", '[purge]\ndirect_listing = "index"\n'))
+    argv = ["purge", *flags, world.bucket, "--prefix", "extra/", "--method", "s3", "--workers", "3", "--dry-run"]
+    assert run_cli(cli, [*argv, "--max-rate", "100"]) == 0
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("work items:")]
+    assert "1 at once here (one at a time under the rate cap);" in line
+    assert run_cli(cli, [*argv, "--max-rate", "100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["work_items"]["workers"] == 1
+    assert run_cli(cli, [*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["work_items"]["workers"] == 3
+    assert not any(line.startswith(("S3 Delete", "rados rm")) for line in world.log)
+
+
 @pytest.mark.parametrize("older_than_s", [604800.0, 1.5, 1e-05, 123456.789])
 def test_the_printed_join_command_gives_the_same_age_back(older_than_s):
     from rgwkeeper.cli.purge import join_command

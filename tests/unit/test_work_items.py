@@ -860,3 +860,36 @@ def test_a_bucket_too_big_for_its_range_size_gets_bigger_ranges_not_more_items(t
     assert f"ranges of {10**9 // MAX_RANGES:,} keys" in t.items_listing(huge)
     assert t.range_size(dataclasses.replace(p.profile, num_objects=10**5)) == 100
     assert not Tuning(direct_listing="index").cuts_shards(huge)  # range_entries 0: never cut
+
+
+@pytest.mark.parametrize("cap, most", [(0.0, 4), (1e6, 1)])
+def test_under_a_rate_cap_a_process_works_one_item_at_a_time_whatever_its_workers(tmp_path, cap, most):
+    """Four workers: uncapped, they hold four items at once; under a cap (one too high to ever
+    wait for), one, so the items' listings do not start together."""
+    w = World(page_size=4, extra_plain=30)
+    p, io, cp, _ = make(w, tmp_path, tuning=INDEX_LISTING)
+    assert len(p.profile.index_shards) > 4
+    board = _board(FakeOsd(Clock()), p, "client.a")
+    held, seen = [0], []
+
+    def counting(name, delta):
+        real = getattr(board, name)
+
+        def call(*args, **kwargs):
+            out = real(*args, **kwargs)
+            if delta < 0 or out is not None:
+                held[0] += delta
+                seen.append(held[0])
+            return out
+        setattr(board, name, call)
+
+    counting("take", 1)
+    for name in ("release", "let_go"):  # finish releases
+        counting(name, -1)
+    settings = dataclasses.replace(FAST, max_objects_per_second=cap)
+    ex = PurgeExecutor(p, io, checkpoint=cp, state=State(plan=p.to_dict()), settings=settings, board=board,
+                       workers=4, sleep=quick)
+    assert ex.items_at_once() == most
+    report = asyncio.run(ex.run())
+    assert report.ok and not w.exists and report.counters["objects_deleted"] == 36
+    assert max(seen) == most and held[0] == 0
