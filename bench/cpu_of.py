@@ -7,15 +7,27 @@ the container's). On a host whose cores the OSDs and RGW share, the client's CPU
 
     python -m bench.cpu_of OUT.json -- ARGV...
 
-Exits with the command's own status.
+Exits with the command's own status. The command gets SIGKILL if this process dies (``verify``
+kills its maintenance command on ``--maintenance-timeout``: that is this wrapper), and SIGTERM,
+SIGINT and SIGHUP sent here are passed on to it, so no purge goes on alone into the next run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when this wrapper dies (Linux prctl)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def main(argv: list[str]) -> int:
@@ -23,8 +35,14 @@ def main(argv: list[str]) -> int:
         print("usage: python -m bench.cpu_of OUT.json -- ARGV...", file=sys.stderr)
         return 2
     out, cmd = argv[0], argv[2:]
-    proc = subprocess.Popen(cmd)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    passed = {sig: signal.signal(sig, lambda n, _f: proc.send_signal(n))
+              for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)  # retried after a handled signal (PEP 475)
+    finally:
+        for sig, old in passed.items():
+            signal.signal(sig, old)
     proc.returncode = os.waitstatus_to_exitcode(status)
     with open(out, "w") as f:
         json.dump({"user_s": round(usage.ru_utime, 3), "system_s": round(usage.ru_stime, 3),

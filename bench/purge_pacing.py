@@ -72,7 +72,8 @@ Reported per run: the verdict, PUT p99 in the baseline and maintenance windows a
 the slow seconds, the median ops/s change, how long the purge took, the share of the judged
 window it covered, and the purging client's CPU seconds (``bench/cpu_of.py``: its process and
 the children it waited for; for ``rados-cluster`` and the stock tool of another release only the
-``docker exec`` client, as the rest runs in the cluster's container); then per mode the verdicts, the median p99 change and the median purge rate.
+``docker exec`` client, as the rest runs in the cluster's container); then per mode the verdicts,
+the median p99 change, the median purge rate and the median client CPU per 1,000 objects.
 The judged window is the purge or ``--window``, whichever is longer, so a purge shorter than
 ``--window`` is judged with quiet seconds after it: that flatters the faster modes. For a fair
 frontier pick ``--window`` below the fastest purge's time (every ``window_covered`` then 1).
@@ -359,6 +360,7 @@ def _run(info: Any, workdir: Path, mode: str, args: argparse.Namespace, n: int) 
     out = workdir / f"verify-{mode.replace(':', '_')}-{n}.json"
     maintenance = _maintenance(info, workdir, mode, victim, args, n)
     cpu_file = out.with_suffix(".cpu.json")
+    cpu_file.unlink(missing_ok=True)  # a kept directory may hold an earlier invocation's
     if maintenance[0] == "--maintenance-cmd":  # the client's CPU: bench/cpu_of.py
         maintenance = ["--maintenance-cmd", shlex.join([sys.executable, "-m", "bench.cpu_of", str(cpu_file), "--",
                                                         *shlex.split(maintenance[1])])]

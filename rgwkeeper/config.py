@@ -299,15 +299,17 @@ class PurgeSection:
         choices=("s3", "index"))
     range_entries: int = opt(
         100_000, "With direct_listing 'index': keys per key-range work item cut from a huge index shard. When the "
-        "bucket's shards hold at least twice this many entries each (objects / shards), the worker that takes a "
+        "bucket's shards hold at least twice this many entries each (objects / shards) and no rate cap applies, the "
+        "worker that takes a "
         "shard lists its keys ahead (keys only) and publishes a range of this many keys at a time as an item any "
         "worker can take, then purges the rest itself; a bucket that would get over 5,000 ranges gets larger ones "
         "(docs/purge.md, \"Key ranges\"). 0: shards are never cut.",
         min=0, max=100_000_000)
     workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "
-                       "`--workers N` overrides it. Under a rate cap a process runs one at a time, whatever this says: "
+                       "`--workers N` overrides it. Under a rate cap a bucket's purge runs one at a time, whatever this says: "
                        "the cap's head work goes one page at a time anyway, and items that ended together listed "
-                       "their next shards at once (docs/purge.md, \"The typical PUT and the slow seconds\").",
+                       "their next shards at once (docs/purge.md, \"The typical PUT and the slow seconds\"). A "
+                       "--match job still purges this many buckets at once, each at its share of the cap.",
                        min=1, max=64)
     item_lease_s: float = opt(
         30.0, "Seconds a worker's lease on a work item lasts (cls_lock, renewed three times within it). A worker "

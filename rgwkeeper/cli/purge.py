@@ -291,7 +291,8 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
                 raise_to = prepared.raise_full_ratio
                 emit_json({"dry_run": True, "resuming": prepared.resuming, **plan.to_dict(),
                            "work_items": {"pool": cfg.daemon.pool, "object": f"purge.{plan.plan_id}",
-                                          "items": len(plan.profile.index_shards), "workers": at_once}
+                                          "items": len(plan.profile.index_shards), "workers": workers,
+                                          "items_at_once": at_once}
                            if items else None,
                            "commands": plan.commands(io.rgw.argv), "max_objects_per_second": cap if capped else None,
                            "impact": purge_cfg.impact or None,

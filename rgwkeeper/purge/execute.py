@@ -546,7 +546,8 @@ class PurgeExecutor:
         # A resumed run may hold another cap or lease than the first: joins follow this run's.
         run = {"lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
         created = await self._board(functools.partial(self.board.publish, spec, list(p.index_shards), run,
-                                                      cutting=self.plan.tuning.cuts_shards(p)))
+                                                      cutting=self.plan.tuning.cuts_shards(p)
+                                                      and self.cap.rate <= 0))  # capped: Tuning.cuts_shards
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
                  created=created, workers=self.items_at_once(), board=self.board.oid)
         await self.run_items(step, counted_from=before)

@@ -181,9 +181,12 @@ class Tuning:
 
     def cuts_shards(self, p: BucketProfile) -> bool:
         """Whether the shards' items cut key ranges: the index shards are expected to hold at
-        least twice the range size each (RGW spreads keys evenly over them)."""
+        least twice the range size each (RGW spreads keys evenly over them), and no rate cap:
+        under one a process works one item at a time and no other may join, so nobody would
+        take the ranges, and cutting would list a whole shard ahead for nothing."""
         shards = len(p.index_shards) if p.index_gen is not None else 0
-        return self.range_entries > 0 and shards > 0 and p.num_objects >= 2 * self.range_size(p) * shards
+        return (self.range_entries > 0 and shards > 0 and self.max_objects_per_second <= 0
+                and p.num_objects >= 2 * self.range_size(p) * shards)
 
     def cut_calls(self, p: BucketProfile) -> tuple[str, ...]:
         """The listing ahead that cuts key ranges, for the dry run's calls (none if not cut)."""

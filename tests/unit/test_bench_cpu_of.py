@@ -29,3 +29,53 @@ def test_usage_without_the_separator(tmp_path, capsys) -> None:
     assert main([str(tmp_path / "cpu.json"), "true"]) == 2
     assert "usage" in capsys.readouterr().err
     assert not (tmp_path / "cpu.json").exists()
+
+
+def test_a_term_sent_to_the_wrapper_reaches_the_command_and_the_cpu_is_still_written(tmp_path) -> None:
+    import subprocess
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "cpu.json"
+    ready = tmp_path / "ready"
+    code = (f"import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+            f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)")
+    root = Path(__file__).resolve().parents[2]
+    wrapper = subprocess.Popen([sys.executable, "-m", "bench.cpu_of", str(out), "--", sys.executable, "-c", code],
+                               cwd=root)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    wrapper.send_signal(signal.SIGTERM)
+    assert wrapper.wait(timeout=30) == 7  # the command's own exit: it got the TERM and ended
+    assert json.loads(out.read_text())["cpu_s"] >= 0
+
+
+def test_the_command_dies_with_a_killed_wrapper(tmp_path) -> None:
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    pid_file = tmp_path / "pid"
+    code = f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(60)"
+    root = Path(__file__).resolve().parents[2]
+    wrapper = subprocess.Popen([sys.executable, "-m", "bench.cpu_of", str(tmp_path / "cpu.json"), "--",
+                                sys.executable, "-c", code], cwd=root)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    wrapper.kill()
+    wrapper.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break  # dead, not yet reaped by whoever inherited it
+        except FileNotFoundError:
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the command outlived its killed wrapper")
