@@ -306,8 +306,8 @@ class PurgeSection:
         "(docs/purge.md, \"Key ranges\"). 0: shards are never cut.",
         min=0, max=100_000_000)
     workers: int = opt(4, "Work items (index shards) one process runs at once when direct_listing is 'index'; "
-                       "`--workers N` overrides it. Under a rate cap a bucket's purge runs one at a time, whatever this says: "
-                       "the cap's head work goes one page at a time anyway, and items that ended together listed "
+                       "`--workers N` overrides it. Under a rate cap a bucket's purge runs one at a time, whatever "
+                       "this says: the cap's head work goes one page at a time anyway, and items that ended together listed "
                        "their next shards at once (docs/purge.md, \"The typical PUT and the slow seconds\"). A "
                        "--match job still purges this many buckets at once, each at its share of the cap.",
                        min=1, max=64)

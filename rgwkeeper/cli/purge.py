@@ -266,8 +266,9 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
                              + " (nothing was changed)")
         workers = workers or purge_cfg.workers
         cap = purge_cfg.max_objects_per_second
-        capped = rate_cap_for(plan.method, cap) > 0
-        at_once = purge_api.items_at_once(workers, rate_cap_for(plan.method, cap))
+        rate = rate_cap_for(plan.method, cap)
+        capped = rate > 0
+        at_once = purge_api.items_at_once(workers, rate)
         items_line = (f"work items: {len(plan.profile.index_shards)} (one per index shard) in RADOS object "
                       f"{cfg.daemon.pool}/purge.{plan.plan_id}, {at_once} at once here"
                       + (" (one at a time under the rate cap)" if at_once < workers else "")
