@@ -547,7 +547,7 @@ class PurgeExecutor:
         run = {"lease_s": self.board.lease_s, "paced": self.settings.paced, "rate_cap": self.cap.rate}
         created = await self._board(functools.partial(self.board.publish, spec, list(p.index_shards), run,
                                                       cutting=self.plan.tuning.cuts_shards(p)
-                                                      and self.cap.rate <= 0))  # capped: Tuning.cuts_shards
+                                                      and self.cap.rate <= 0))  # nor if only this run is capped
         log.info("purge work items", plan=self.plan.plan_id, bucket=p.bucket, items=len(p.index_shards),
                  created=created, workers=self.items_at_once(), board=self.board.oid)
         await self.run_items(step, counted_from=before)
