@@ -11,11 +11,12 @@ caller serves both sources (docs/purge.md, "GC at the drop").
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from rgwkeeper.encoding import DecodeError, Decoder, enc_bool, enc_string, enc_struct, enc_u32
 
-__all__ = ["GcDecodeError", "GC_OBJ_PREFIX", "QUEUE_CLASS", "QUEUE_LIST", "OMAP_CLASS", "OMAP_LIST",
+__all__ = ["GcDecodeError", "GcRead", "GC_OBJ_PREFIX", "QUEUE_CLASS", "QUEUE_LIST", "OMAP_CLASS", "OMAP_LIST",
            "decode_list_ret", "list_op", "shard_oid"]
 
 QUEUE_CLASS, QUEUE_LIST = "rgw_gc", "rgw_gc_queue_list_entries"  # src/cls/rgw_gc
@@ -25,6 +26,15 @@ GC_OBJ_PREFIX = "gc"
 
 class GcDecodeError(DecodeError):
     """A GC list answer that cannot be decoded."""
+
+
+@dataclass(frozen=True)
+class GcRead:
+    """What a read of GC kept (the entries its filter took, each as ``radosgw-admin gc list``
+    prints it) and how many entries GC held in all. Only the kept ones are held in memory: a
+    cluster after a mass delete can hold millions of entries."""
+    entries: list[dict[str, Any]]
+    total: int
 
 
 def shard_oid(n: int) -> str:

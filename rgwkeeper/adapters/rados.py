@@ -772,9 +772,11 @@ class BulkObjects:
                 self._readers_width = window
             return self._readers
 
-    async def gc_entries(self, namespace: str, count: int) -> list[dict[str, Any]]:
-        """Every entry of RGW's GC, as ``radosgw-admin gc list --include-all`` prints them, read
-        from its ``count`` GC objects ``gc.0`` .. ``gc.<count - 1>`` in ``namespace`` of this pool
+    async def gc_entries(self, namespace: str, count: int, *,
+                         keep: Callable[[dict[str, Any]], bool] | None = None) -> gc.GcRead:
+        """The entries of RGW's GC that ``keep`` takes (all without it), as ``radosgw-admin gc list
+        --include-all`` prints them, with the number of entries read in all. A page is filtered as
+        it comes in, so only the kept entries are held. They are read from its ``count`` GC objects ``gc.0`` .. ``gc.<count - 1>`` in ``namespace`` of this pool
         (adapters/gc.py): each one's queue and its omap list from before Octopus. RGW creates all
         of them when it starts, so ``gc.0`` must exist (else this is not where RGW keeps GC) and
         ``gc.<count>`` must not (else RGW keeps more than ``count``); either is refused
@@ -817,8 +819,15 @@ class BulkObjects:
                 raise
             return True
 
-        def run() -> list[dict[str, Any]]:
+        def run() -> gc.GcRead:
             io = self._own_ioctx()
+            total = 0
+
+            def kept(got: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                nonlocal total
+                total += len(got)
+                return got if keep is None else [e for e in got if keep(e)]
+
             try:
                 io.set_namespace(namespace)
                 if not exists(io, gc.shard_oid(0)):
@@ -831,7 +840,7 @@ class BulkObjects:
                     oid = gc.shard_oid(n)
                     for cls, method in ((gc.QUEUE_CLASS, gc.QUEUE_LIST), (gc.OMAP_CLASS, gc.OMAP_LIST)):
                         got, marker, more = page(io, oid, cls, method, "")
-                        entries += got
+                        entries += kept(got)
                         while more:
                             if not marker:
                                 raise CephError(f"{where}/{oid} {cls}.{method}",
@@ -841,8 +850,8 @@ class BulkObjects:
                                 raise CephError(f"{where}/{oid} {cls}.{method}",
                                                 f"a truncated answer whose marker does not move on ({marker!r})")
                             marker = following
-                            entries += got
-                return entries
+                            entries += kept(got)
+                return gc.GcRead(entries, total)
             finally:
                 self._close_own(io)
 

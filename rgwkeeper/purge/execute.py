@@ -37,7 +37,7 @@ from rgwkeeper.purge import lcrun
 from rgwkeeper.purge.board import RENEWALS_PER_LEASE, Board, Lease, LeaseLost, NoSuchJob
 from rgwkeeper.purge.checkpoint import Checkpoint, Ledger, Progress, State, crash_point
 from rgwkeeper.purge.deleters import RECHECK_IN_FLIGHT, CapWindow, HeadDeleter, S3Deleter, check_removed, chunks
-from rgwkeeper.purge.layout import gc_entries_of, head_oid
+from rgwkeeper.purge.layout import head_oid
 from rgwkeeper.purge.lister import Entry, IndexLister, Lister, key_pages
 from rgwkeeper.purge.pacing import CAP_REQUEST_S, Limiter, Pacer, Probe, RateCap, run_pacer
 from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm, DeleteBucket, DeleteObjects, DropBucket,
@@ -879,10 +879,10 @@ class PurgeExecutor:
         deletes, aborted uploads) or GC already holds objects of this bucket; removing head-only
         objects directly queues nothing (docs/purge.md, "GC at the drop")."""
         if not (self.counters.get("via_s3", 0) or self.counters.get("uploads_aborted", 0)):
-            entries = await gc_entries(self.plan.profile, rgw=self.io.rgw, bulk=self.io.bulk)
-            if not gc_entries_of(entries, self.plan.profile.marker):
+            read = await gc_entries(self.plan.profile, rgw=self.io.rgw, bulk=self.io.bulk)
+            if not read.entries:
                 log.info("purge gc not run", plan=self.plan.plan_id, bucket=self.plan.profile.bucket,
-                         why="nothing went to GC and no GC entry holds objects of the bucket", gc_entries=len(entries))
+                         why="nothing went to GC and no GC entry holds objects of the bucket", gc_entries=read.total)
                 self.ledger.count(gc_not_run=1)
                 return
         await self._admin(gc, long=True)

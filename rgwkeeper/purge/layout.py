@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from rgwkeeper.encoding import ANY_COMPAT, Decoder
 
@@ -49,10 +49,10 @@ def bucket_prefix(marker: str) -> str:
     return f"{marker}_"
 
 
-def gc_entries_of(entries: list[dict[str, Any]], marker: str) -> list[dict[str, Any]]:
-    """The entries of ``radosgw-admin gc list`` that hold RADOS objects of the bucket."""
+def holds_objects_of(marker: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether an entry of ``radosgw-admin gc list`` holds RADOS objects of the bucket."""
     prefix = bucket_prefix(marker)
-    return [e for e in entries if any(str(o.get("oid", "")).startswith(prefix) for o in e.get("objs", []))]
+    return lambda e: any(str(o.get("oid", "")).startswith(prefix) for o in e.get("objs", []))
 
 
 def is_tail(oid: str, marker: str) -> bool:

@@ -15,13 +15,14 @@ from typing import Any, Awaitable, Callable, Mapping, TypeVar
 import structlog
 
 from rgwkeeper.adapters.adminapi import AdminApi
+from rgwkeeper.adapters.gc import GcRead
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
 from rgwkeeper.adapters.siteconfig import (CONFIG_STORE_OPTION, MAX_ROOT_OBJECTS, ROOT_CONFIG_DEFAULTS, ROOT_POOL,
                                             ZONEGROUP_PREFIX, the_single_zone, zones_if_single)
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound, UsageError
 from rgwkeeper.names import validate_bucket
-from rgwkeeper.purge.layout import index_shard_oids
+from rgwkeeper.purge.layout import holds_objects_of, index_shard_oids
 from rgwkeeper.snapshot import parse_release
 
 log = structlog.get_logger(__name__)
@@ -178,19 +179,22 @@ async def admin_first(admin_api: AdminApi | None, through_api: Callable[[AdminAp
 
 
 async def gc_entries(p: BucketProfile, *, rgw: RadosgwAdmin,
-                     bulk: Callable[[str], BulkObjects] | None) -> list[dict[str, Any]]:
-    """Every GC entry, as ``radosgw-admin gc list --include-all`` prints them: read with
-    librados from the zone's GC objects (BulkObjects.gc_entries: milliseconds, where the process
-    takes 0.1-0.8 s) when the plan knows where they are; through radosgw-admin, the reference,
-    when it does not, or when that read fails or finds more GC objects than RGW is configured
-    with (docs/purge.md, "GC at the drop")."""
+                     bulk: Callable[[str], BulkObjects] | None) -> GcRead:
+    """The GC entries that hold RADOS objects of the bucket, as ``radosgw-admin gc list
+    --include-all`` prints them, and how many entries GC held in all: read with librados from the
+    zone's GC objects (BulkObjects.gc_entries: milliseconds, where the process takes 0.1-0.8 s,
+    and only the bucket's entries are kept in memory) when the plan knows where they are; through
+    radosgw-admin, the reference, when it does not, or when that read fails or finds more GC
+    objects than RGW is configured with (docs/purge.md, "GC at the drop")."""
+    ours = holds_objects_of(p.marker)
     if bulk is not None and p.gc_pool and p.gc_objects > 0:
         pool, _, namespace = p.gc_pool.partition(":")
         try:
-            return await bulk(pool).gc_entries(namespace, p.gc_objects)
+            return await bulk(pool).gc_entries(namespace, p.gc_objects, keep=ours)
         except CephError as exc:
             log.info("gc list through radosgw-admin, not librados", why=str(exc)[:200])
-    return await rgw.gc_list(include_all=True)
+    listed = await rgw.gc_list(include_all=True)
+    return GcRead([e for e in listed if ours(e)], len(listed))
 
 
 async def confirmed_bucket_stats(bucket: str, *, admin_api: AdminApi | None, rgw: RadosgwAdmin,

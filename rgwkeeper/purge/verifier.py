@@ -18,7 +18,7 @@ from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, extract_json
 from rgwkeeper.adapters.rados import BulkObjects
 from rgwkeeper.errors import CephError, NotFound
-from rgwkeeper.purge.layout import bucket_prefix, gc_entries_of, is_tail, parse_refcount
+from rgwkeeper.purge.layout import bucket_prefix, is_tail, parse_refcount
 from rgwkeeper.purge.lister import Lister
 from rgwkeeper.purge.plan import Scope, Verify
 from rgwkeeper.purge.profile import BucketProfile, admin_first, gc_entries
@@ -187,12 +187,12 @@ class Verifier:
 
     async def gc_clear(self, *, strict: bool = True) -> Check:
         prefix = bucket_prefix(self.p.marker)
-        entries = await gc_entries(self.p, rgw=self.rgw, bulk=self.bulk)
-        ours = gc_entries_of(entries, self.p.marker)
+        read = await gc_entries(self.p, rgw=self.rgw, bulk=self.bulk)
+        ours = read.entries
         if ours:
             return Check("GC processed", "failed" if strict else "warning",
                          f"{len(ours)} GC entries still hold objects of the bucket (space not yet free)")
-        return Check("GC processed", "ok", f"no GC entry for {prefix}* ({len(entries)} entries in all)")
+        return Check("GC processed", "ok", f"no GC entry for {prefix}* ({read.total} entries in all)")
 
     async def scope_empty(self, scope: Scope) -> list[Check]:
         versions = self.p.versioning != "off"

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.cephcli import CompletedRun
 from rgwkeeper.adapters.endpoints import Endpoints
+from rgwkeeper.adapters.gc import GcRead
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin, zone_layout
 from rgwkeeper.adapters.siteconfig import CONFIG_STORE_OPTION, ROOT_CONFIG_DEFAULTS, ROOT_POOL
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, NotFound
@@ -749,7 +750,8 @@ class FakeBulk:
             return None
         return {k: (v if k.split("/")[-1].startswith(read_prefix) else b"") for k, v in self.w.rgw_root.items()}
 
-    async def gc_entries(self, namespace: str, count: int) -> list[dict[str, Any]]:
+    async def gc_entries(self, namespace: str, count: int, *,
+                         keep: Callable[[dict[str, Any]], bool] | None = None) -> GcRead:
         """The world's GC entries, as BulkObjects.gc_entries reads them from the GC objects: only
         from the zone's gc_pool, and refused as the adapter refuses them when RGW keeps more GC
         objects than ``shards`` (gc.<shards> exists)."""
@@ -761,7 +763,7 @@ class FakeBulk:
         if count < self.w.gc_objects:
             raise CephError(f"{self.pool}:{namespace}/gc.{count}", f"exists: RGW keeps more than {count} GC objects")
         self.w.log.append("librados gc list")
-        return copy.deepcopy(self.w.gc)
+        return GcRead([copy.deepcopy(e) for e in self.w.gc if keep is None or keep(e)], len(self.w.gc))
 
     async def stat_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int | None]:
         self.windows.append(window)

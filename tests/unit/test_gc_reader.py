@@ -12,7 +12,7 @@ import errno
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -187,13 +187,18 @@ class GcCluster:
 
 
 def read(tmp_path: Path, io: GcIoctx, shards: int, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    return read_kept(tmp_path, io, shards, monkeypatch).entries
+
+
+def read_kept(tmp_path: Path, io: GcIoctx, shards: int, monkeypatch: pytest.MonkeyPatch,
+              keep: Callable[[dict[str, Any]], bool] | None = None) -> gc.GcRead:
     monkeypatch.setattr(rados_adapter, "_rados_errors", lambda: (RadosError, KeyError))
     access = ClusterAccess(conf=tmp_path / "ceph.conf", keyring=None, client_name="client.admin",
                            rgw_endpoint=None, rgw_credentials_file=None, timeout_s=5)
     r = RadosAdapter(access, factory=lambda a: GcCluster(io))  # type: ignore[arg-type,return-value]
     r.connect()
     try:
-        return asyncio.run(BulkObjects(r, "default.rgw.log").gc_entries("gc", shards))
+        return asyncio.run(BulkObjects(r, "default.rgw.log").gc_entries("gc", shards, keep=keep))
     finally:
         r.close()
 
@@ -209,6 +214,20 @@ def test_pages_an_answer_too_large_for_the_buffer_and_legacy_omap_entries_are_al
     assert [c[2] for c in io.calls if c[0] == "gc.3" and c[1] == gc.QUEUE_LIST] == ["", "1000", "2000"]
     sizes = [c[3] for c in io.calls if c[0] == "gc.5" and c[1] == gc.QUEUE_LIST]
     assert sizes[0] == rados_adapter.GC_PAGE_BYTES and sizes[-1] > sizes[0] and len(sizes) >= 2
+
+
+def test_only_the_entries_the_filter_keeps_are_returned_and_every_entry_is_counted(tmp_path, monkeypatch):
+    """A purge asks for its own bucket's entries: the others are dropped page by page, not held
+    (a cluster after a mass delete holds millions), and the total still counts them."""
+    queues = {f"gc.{n}": [] for n in range(4)}
+    queues["gc.1"] = [entry(n) for n in range(2500)]  # three pages
+    queues["gc.2"] = [entry(n) for n in range(2500, 2510)]
+    omaps = {"gc.3": [entry(9000), entry(9001)]}
+    ours = {7, 1500, 2503, 9001}  # in the first page, the second, another object, the omap
+    got = read_kept(tmp_path, GcIoctx(queues, omaps), 4, monkeypatch,
+                    keep=lambda e: int(e["tag"].split("-")[1].rstrip("\0")) in ours)
+    assert sorted(int(e["tag"].split("-")[1].rstrip("\0")) for e in got.entries) == sorted(ours)
+    assert got.total == 2512
 
 
 def test_more_gc_objects_than_it_was_told_is_refused_and_fewer_are_nothing(tmp_path, monkeypatch):
