@@ -14,20 +14,14 @@ SIGINT and SIGHUP sent here are passed on to it, so no purge goes on alone into 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when this wrapper dies (Linux prctl)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+from rgwkeeper.lifeline import die_with_parent
 
 
 def main(argv: list[str]) -> int:
@@ -35,7 +29,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m bench.cpu_of OUT.json -- ARGV...", file=sys.stderr)
         return 2
     out, cmd = argv[0], argv[2:]
-    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(cmd, preexec_fn=functools.partial(die_with_parent, signal.SIGKILL, os.getpid()))
     passed = {sig: signal.signal(sig, lambda n, _f: proc.send_signal(n))
               for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:

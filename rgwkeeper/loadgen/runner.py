@@ -47,6 +47,7 @@ import structlog
 
 from rgwkeeper.access import RgwCredentials
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperError, UsageError
+from rgwkeeper.lifeline import die_with_parent
 from rgwkeeper.loadgen.client import S3Clients, S3Ops, is_ok
 from rgwkeeper.loadgen.client import run as run_loop
 from rgwkeeper.loadgen.workload import FIELDS, OP_CODES, TYPECODES, Request, Workload, WorkerPlan
@@ -234,25 +235,11 @@ def _stamp_start(t0: Any, stop: Any, duration_ns: int | None) -> None:
 
 
 def _die_with_parent() -> None:
-    """Make the kernel kill this worker when its parent dies (SIGKILL leaves no time to stop us).
-
-    Seen here: workers of a load generator whose parent was killed kept sending PUTs, as
-    orphans of init, for half an hour. PR_SET_PDEATHSIG (Linux) ends them with the parent.
-    """
-    import ctypes
-    import multiprocessing
-
+    """The kernel kills this worker when its parent dies (SIGKILL leaves it no time to stop us)."""
     # The pid the parent had when it started us: if it died while we were still importing,
     # we have already been re-parented and getppid() alone would not tell.
-    spawner = multiprocessing.parent_process()
-    parent = spawner.pid if spawner is not None else os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+    spawner = mp.parent_process()
+    die_with_parent(signal.SIGKILL, spawner.pid if spawner is not None else os.getppid())
 
 
 def _worker_main(spec: RunSpec, index: int, credentials: RgwCredentials, conn: Any, barrier: Any,

@@ -9,8 +9,10 @@ or a command run as argv (never through a shell), killed with the verify if it d
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
+import os
 import re
+import signal
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -18,6 +20,7 @@ from rgwkeeper.access import ClusterAccess, RgwCredentials
 from rgwkeeper.adapters.connect import NONE, open_adapters
 from rgwkeeper.config import LoadgenSection
 from rgwkeeper.errors import UsageError
+from rgwkeeper.lifeline import die_with_parent
 from rgwkeeper.loadgen import analysis
 from rgwkeeper.loadgen.fleet import Coordinator, merged, run_fleet
 from rgwkeeper.loadgen.runner import Live, RunData, RunHandle, RunSpec, run_load
@@ -86,7 +89,9 @@ class Maintenance:
             proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL,
                                                         stdout=asyncio.subprocess.DEVNULL,
                                                         stderr=asyncio.subprocess.PIPE,
-                                                        preexec_fn=_die_with_parent)
+                                                        # a killed verify leaves no purge running on its own
+                                                        preexec_fn=functools.partial(die_with_parent, signal.SIGTERM,
+                                                                                     os.getpid()))
         except OSError as exc:
             raise UsageError(f"cannot run maintenance command {self.argv[0]!r}: {exc.strerror}") from None
         try:
@@ -125,17 +130,6 @@ def redact_argv(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _die_with_parent() -> None:
-    """In the maintenance command's process: get SIGTERM if rgwkeeper dies (Linux prctl), so a
-    killed verify never leaves a purge running on its own."""
-    import ctypes
-    import signal
-
-    PR_SET_PDEATHSIG = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def tolerances(c: LoadgenSection) -> analysis.Tolerances:
