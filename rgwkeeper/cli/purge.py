@@ -336,7 +336,7 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
             _confirm(lines, p.bucket, yes)
             board = stack.enter_context(purge_api.open_board(
                 io.rados, plan.plan_id, pool=cfg.daemon.pool, lease_s=purge_cfg.item_lease_s,
-                create_pool=cfg.daemon.create_pool, workers=workers)) if items else None
+                create_pool=cfg.daemon.create_pool, workers=at_once)) if items else None
             if items_line:
                 click.echo(f"rgwkeeper: purge {plan.plan_id}: {items_line}", err=True)
             with _Bar(enabled=True) as bar:
