@@ -237,7 +237,8 @@ def _stamp_start(t0: Any, stop: Any, duration_ns: int | None) -> None:
 def _die_with_parent() -> None:
     """The kernel kills this worker when its parent dies (SIGKILL leaves it no time to stop us)."""
     # The pid the parent had when it started us: if it died while we were still importing,
-    # we have already been re-parented and getppid() alone would not tell.
+    # we have already been re-parented and getppid() alone would not tell. (Workers are forked
+    # or spawned by the load generator itself; under a forkserver the parent would be the server.)
     spawner = mp.parent_process()
     die_with_parent(signal.SIGKILL, spawner.pid if spawner is not None else os.getppid())
 

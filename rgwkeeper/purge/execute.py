@@ -158,10 +158,6 @@ class PurgeExecutor:
         #: items taken by ``workers`` workers here and by any that join from other nodes.
         self.board = board
         self.workers = workers
-        # Board calls (takes, records, renewals) on threads of their own: asyncio's default pool
-        # has 6 on 2 cores, and a renewal queued behind the other workers' takes can miss its lease.
-        self._board_threads = ThreadPoolExecutor(2 * workers + 4, thread_name_prefix="rgwkeeper-items") \
-            if board is not None else None
         self._count_own = True  # a page an item records also counts in this run's ledger
         self.io = io
         self.settings = settings
@@ -177,6 +173,10 @@ class PurgeExecutor:
             log.warning("purge rate cap does not apply to this method; it runs at RGW's own pace",
                         method=plan.method, max_objects_per_second=settings.max_objects_per_second)
         self.cap = RateCap(cap, clock=clock, sleep=sleep, request_s=settings.cap_request_s)
+        # Board calls (takes, records, renewals) on threads of their own: asyncio's default pool
+        # has 6 on 2 cores, and a renewal queued behind the other items' takes can miss its lease.
+        self._board_threads = ThreadPoolExecutor(2 * self.items_at_once() + 4, thread_name_prefix="rgwkeeper-items") \
+            if board is not None else None
         #: Under the cap, the most librados operations in flight and what the window held back (the report's).
         self.cap_window = CapWindow(most=min(plan.tuning.rados_ops_in_flight, settings.cap_ops_in_flight))
         self.retry = Retry(settings.rgw_retry_s, self.time, before_retry=self._stop_if_full)

@@ -3,6 +3,8 @@ whose parent died before it asked ends at once."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -32,21 +34,25 @@ time.sleep(120)
 def test_the_child_gets_the_signal_it_asked_for_when_its_parent_is_killed(tmp_path) -> None:
     got = tmp_path / "got"
     child_code = f"import sys; sys.argv[1:] = [{str(got)!r}]\n" + CHILD
+    child = 0
     parent = subprocess.Popen([sys.executable, "-c", PARENT, child_code], stdout=subprocess.PIPE, text=True)
     try:
-        int(parent.stdout.readline())  # the child is started
+        child = int(parent.stdout.readline())
         deadline = time.monotonic() + 30
         while not got.with_suffix(".ready").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        while not got.exists() and time.monotonic() < deadline:
+        while not (got.exists() and got.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert got.read_text() == str(int(signal.SIGTERM))  # TERM, not KILL: it could say so
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait(10)
+        if child and not (got.exists() and got.read_text()):  # it never got the signal: still asleep
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)  # a failed test leaves no sleeper behind
 
 
 @pytest.mark.parametrize("parent, code, out", [("os.getppid() + 1", 1, ""), ("os.getppid()", 0, "lived\n")])
