@@ -25,7 +25,7 @@ import structlog
 from rgwkeeper.access import ClusterDefaults, endpoint_problem, endpoints_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
 from rgwkeeper.lifecycle import rule_problems
-from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap_ok
+from rgwkeeper.units import MAX_OPS_IN_FLIGHT, MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap_ok
 
 DEFAULT_CONFIG_PATH = Path("/etc/rgwkeeper/rgwkeeper.toml")
 #: The bound of every op/s threshold: far beyond any cluster, so a larger number is a typo.
@@ -239,7 +239,8 @@ class PurgeSection:
                          "purge, keyed by bucket name, bucket id and options); an interrupted purge resumes from it.")
     s3_batches_in_flight: int = opt(8, "S3 DeleteObjects requests (1000 keys each) in flight at once.", min=1, max=64)
     rados_ops_in_flight: int = opt(256, "librados stat/remove operations in flight at once for the direct "
-                                   "method without a rate cap (under one: cap_ops_in_flight).", min=1, max=4096)
+                                   "method without a rate cap (under one: cap_ops_in_flight).", min=1,
+                                   max=MAX_OPS_IN_FLIGHT)
     list_page_size: int = opt(1000, "Keys per S3 listing page (S3's maximum is 1000); the checkpoint "
                               "advances after each finished page.", min=1, max=1000)
     metrics_textfile: str = opt(
@@ -280,7 +281,8 @@ class PurgeSection:
         "(never more than rados_ops_in_flight): the purge starts at one and widens up to this only while "
         "it falls behind the cap. At 1, a cap above what one operation at a time reaches is not reached, "
         "and the purge's summary says so; a second operation in flight bought little rate for much ingest "
-        "impact where measured (docs/purge.md, \"One operation at a time under a cap\").", min=1, max=4096)
+        "impact where measured (docs/purge.md, \"One operation at a time under a cap\").", min=1,
+        max=MAX_OPS_IN_FLIGHT)
     impact: str = opt(
         "", "Ingest impact level instead of the rate cap and pacing keys: 'low' (at most 20 objects/s, writes "
         "paced to at most 30% above their latency before the purge: the setting `rgwkeeper verify` judged like a "

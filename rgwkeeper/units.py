@@ -249,6 +249,9 @@ class Text(click.ParamType):
 MIN_PURGE_RATE = 0.01
 # The fastest: far above any purge (the RADOS floor is thousands a second), so more is a typo.
 MAX_PURGE_RATE = 1_000_000.0
+#: The most librados operations a purge keeps in flight (purge.rados_ops_in_flight and
+#: purge.cap_ops_in_flight): far above what one process's aio keeps busy.
+MAX_OPS_IN_FLIGHT = 4096
 
 
 def rate_cap_ok(value: float) -> bool:

@@ -46,14 +46,13 @@ from rgwkeeper.purge.plan import (EVERYTHING, AbortUploads, Argv, AdminBucketRm,
 from rgwkeeper.purge.profile import admin_first, bucket_id_now, confirmed_bucket_stats, gc_entries
 from rgwkeeper.purge.runtime import PurgeFailed, Retry, Threads, Time
 from rgwkeeper.purge.verifier import OWNER_GONE, SYNCED_BY_ADMIN_API, Check, Verifier, owner_stats_of
-from rgwkeeper.units import MAX_DURATION_S, check_number, human_bytes
+from rgwkeeper.units import MAX_DURATION_S, MAX_OPS_IN_FLIGHT, check_number, human_bytes
 
 __all__ = ["Check", "JoinReport", "Progress", "PurgeExecutor", "PurgeFailed", "PurgeIO", "PurgeReport", "Settings",
            "STEP_HANDLERS", "execute", "join"]
 
 log = structlog.get_logger("rgwkeeper.purge")
 PACED_LIST_PAGE = 200
-MAX_CAP_OPS_IN_FLIGHT = 4096  # purge.cap_ops_in_flight's bound in the config
 CAPPED_PAGE_S = 5  # under a rate cap a listing page holds about this many seconds of deletes
 CAPPED_PAGE_MIN = 10
 DROP_SHARDS_AT_ONCE = 64  # index shard objects the drop stats, empties or removes at once (uncapped)
@@ -102,7 +101,7 @@ class Settings:
             value = getattr(self, f.name)
             if value is not None:
                 check_number(value, f.name, lo=0, hi=MAX_DURATION_S if f.name.endswith("_s") else None)
-        check_number(self.cap_ops_in_flight, "cap_ops_in_flight", lo=1, hi=MAX_CAP_OPS_IN_FLIGHT, integer=True)
+        check_number(self.cap_ops_in_flight, "cap_ops_in_flight", lo=1, hi=MAX_OPS_IN_FLIGHT, integer=True)
 
     @property
     def paced(self) -> bool:
