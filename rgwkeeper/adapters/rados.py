@@ -776,8 +776,9 @@ class BulkObjects:
                          keep: Callable[[dict[str, Any]], bool] | None = None) -> gc.GcRead:
         """The entries of RGW's GC that ``keep`` takes (all without it), as ``radosgw-admin gc list
         --include-all`` prints them, with the number of entries read in all. A page is filtered as
-        it comes in, so only the kept entries are held. They are read from its ``count`` GC objects ``gc.0`` .. ``gc.<count - 1>`` in ``namespace`` of this pool
-        (adapters/gc.py): each one's queue and its omap list from before Octopus. RGW creates all
+        it comes in, so only the kept entries are held. They are read from its ``count`` GC
+        objects ``gc.0`` .. ``gc.<count - 1>`` in ``namespace`` of this pool (adapters/gc.py):
+        each one's queue and its omap list from before Octopus. RGW creates all
         of them when it starts, so ``gc.0`` must exist (else this is not where RGW keeps GC) and
         ``gc.<count>`` must not (else RGW keeps more than ``count``); either is refused
         (CephError), as is an answer that cannot be decoded, a marker that does not move on, or a
