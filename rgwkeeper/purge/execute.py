@@ -1024,13 +1024,7 @@ class PurgeExecutor:
 
     async def _step_lifecycle_restore(self, step: LifecycleRestore | None = None) -> None:
         b = self.plan.profile.bucket
-        previous = self.state.memo.get("previous_rules", [])
-        if previous:
-            await self._s3("PutBucketLifecycleConfiguration", self.io.s3.put_lifecycle, b, lc.s3_rules(previous))
-        else:
-            await self._s3("DeleteBucketLifecycle", self.io.s3.delete_lifecycle, b)
-        got = await self._s3("GetBucketLifecycleConfiguration", self.io.s3.get_lifecycle, b)
-        if not lc.same_rules(got, previous):
+        if not await lcrun.put_rules_back(self._s3, self.io.s3, b, self.state.memo.get("previous_rules", [])):
             raise PurgeFailed(f"restore lifecycle of {b}", "the rules read back differ from those before the purge")
 
     def _lifecycle_window(self) -> tuple[int, int] | None:

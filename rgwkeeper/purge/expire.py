@@ -186,17 +186,15 @@ async def _left_before(bucket: str, rule: lc.ExpiryRule, io: PurgeIO) -> str:
 async def _put_back(xp: ExpirePlan, io: PurgeIO) -> str:
     """After a put whose rules read back otherwise: give the bucket its rules from before, so
     RGW's lifecycle does not go on with rules nobody asked for; say how that went."""
-    b = xp.profile.bucket
+    async def call(_what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
     try:
-        if xp.existing:
-            await asyncio.to_thread(io.s3.put_lifecycle, b, lc.s3_rules(xp.existing))
-        else:
-            await asyncio.to_thread(io.s3.delete_lifecycle, b)
-        got = await asyncio.to_thread(io.s3.get_lifecycle, b)
+        same = await lcrun.put_rules_back(call, io.s3, xp.profile.bucket, xp.existing)
     except CephError as exc:
         return (f"putting back the bucket's rules from before failed too ({exc}): check them with "
                 "GetBucketLifecycleConfiguration")
-    if not lc.same_rules(got, xp.existing):
+    if not same:
         return ("the bucket's rules from before were put back but read back otherwise: check them with "
                 "GetBucketLifecycleConfiguration")
     return ("the bucket's rules from before were put back" if xp.existing

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable
 
 import structlog
 
+from rgwkeeper import lifecycle as lc
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError, CommandFailed
 
@@ -176,3 +177,16 @@ async def process_now(rgw: rgwa.RadosgwAdmin, bucket: str, *, timeout_s: float, 
                                 f"{why}, for more than {busy_wait_s:g} s (purge.lc_busy_wait_s); that worker "
                                 "applies the rules itself, or rerun once `radosgw-admin lc list` shows it COMPLETE")
         await sleep(poll_s)
+
+
+async def put_rules_back(call: Callable[..., Awaitable[Any]], s3: Any, bucket: str,
+                         previous: list[dict[str, Any]]) -> bool:
+    """Give ``bucket`` the lifecycle rules it had before (``previous``; none: no configuration at
+    all) and read them back; whether they read back the same. ``call(what, fn, *args)`` makes
+    one S3 call (the purge's, with its retries; expiry's, on a thread)."""
+    if previous:
+        await call("PutBucketLifecycleConfiguration", s3.put_lifecycle, bucket, lc.s3_rules(previous))
+    else:
+        await call("DeleteBucketLifecycle", s3.delete_lifecycle, bucket)
+    got = await call("GetBucketLifecycleConfiguration", s3.get_lifecycle, bucket)
+    return lc.same_rules(got, previous)
