@@ -219,9 +219,9 @@ def _blocked_by(path: Path) -> str:
     return ""
 
 
-def check_private(path: Path, what: str) -> None:
+def check_private(path: Path, what: str, *, hint: str | None = None) -> None:
     """Refuse a secrets file that group or others can read, or that another user owns."""
-    check_readable(path, what)
+    check_readable(path, what, hint=hint)
     st = path.stat()
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise CredentialsError(
@@ -233,9 +233,10 @@ def check_private(path: Path, what: str) -> None:
 
 
 def load_credentials(path: Path) -> RgwCredentials:
-    check_private(path, "credentials file")
+    hint = "pass --rgw-credentials PATH or set rgw.credentials_file"
+    check_private(path, "credentials file", hint=hint)
     try:
-        data = tomllib.loads(read_text(path, "credentials file"))
+        data = tomllib.loads(read_text(path, "credentials file", hint=hint))
     except ValueError as exc:  # TOMLDecodeError, or an integer of over 4300 digits
         # The decoder's message names a line and column, never the file's content.
         raise CredentialsError(f"credentials file {path} is not valid TOML ({exc})") from None

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from rgwkeeper.errors import UsageError
 from rgwkeeper.names import validate_bucket, validate_prefix
 from rgwkeeper.releases import RELEASES
-from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, check_text
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, check_text, empty_size_range
 
 RULE_ID_PREFIX = "rgwkeeper-"
 DAY_S = 86400
@@ -57,6 +57,9 @@ class ExpiryRule:
                              ("smaller_than", 1, MAX_BYTES)):
             if getattr(self, name) is not None:
                 check_number(getattr(self, name), name, lo=lo, hi=hi, integer=True)
+        empty = empty_size_range(self.larger_than, self.smaller_than)
+        if empty:
+            raise UsageError(empty)
 
     @property
     def rule_id(self) -> str:
@@ -183,6 +186,9 @@ def rule_problems(d: Mapping[str, Any], *, pattern_ok: bool = True) -> tuple[Exp
     if days is None and noncurrent is None and abort is None and not dm:
         problems.append("the rule does nothing: give days, noncurrent_days, abort_multipart_days or "
                         "expired_delete_markers")
+    empty = empty_size_range(larger, smaller)
+    if empty:
+        problems.append(empty)
     if abort is not None and (tags or larger is not None or smaller is not None):
         problems.append("abort_multipart_days cannot be combined with tags or size filters (S3 filters "
                         "uploads by prefix only)")

@@ -102,6 +102,15 @@ def parse_duration(text: str, *, what: str = "duration", max_s: float = MAX_DURA
     return float(value)
 
 
+def empty_size_range(larger_than: int | None, smaller_than: int | None) -> str | None:
+    """A size filter that no object can match (no whole size strictly between the two bounds),
+    said in one line, or None. Such a filter would delete nothing and say nothing."""
+    if larger_than is None or smaller_than is None or smaller_than - larger_than >= 2:
+        return None
+    return (f"larger than {larger_than} B and smaller than {smaller_than} B leave no object size between them: "
+            "nothing would match; give a smaller-than bound at least 2 above the larger-than bound")
+
+
 def check_number(value: Any, what: str, *, lo: float | None = None, hi: float | None = None,
                  integer: bool = False, unit: str = "") -> Any:
     """``value`` if it is a finite number (an int if ``integer``) within [lo, hi], else UsageError.

@@ -435,7 +435,10 @@ def verify(baseline_s: float, window_s: float, maintenance: str | None, maintena
         _no_raw_with_agents(o)
     if (maintenance is None) == (maintenance_cmd is None):
         raise UsageError("give exactly one of --maintenance deep-scrub|none and --maintenance-cmd 'ARGV'")
-    argv = shlex.split(maintenance_cmd) if maintenance_cmd else []
+    try:
+        argv = shlex.split(maintenance_cmd) if maintenance_cmd else []
+    except ValueError as exc:  # an unclosed quote, a trailing backslash
+        raise UsageError(f"--maintenance-cmd cannot be split into words ({exc}): close its quotes") from None
     if maintenance_cmd is not None and not argv:
         raise UsageError("--maintenance-cmd is empty")
     cfg, access = load_access(o)

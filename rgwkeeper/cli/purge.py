@@ -216,7 +216,7 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
                          "ID to see a running purge)")
     # Validate everything the operator typed before anything is sent anywhere.
     request = PurgeRequest(
-        bucket=bucket or _NO_BUCKET, prefix=prefix, method=method,
+        bucket=bucket if bucket is not None else _NO_BUCKET, prefix=prefix, method=method,
         older_than_s=older_than, larger_than=larger_than, smaller_than=smaller_than)
     if impact is not None and max_rate is not None:
         raise UsageError("give --impact or --max-rate, not both (--impact low is a rate cap and a pacing target)")

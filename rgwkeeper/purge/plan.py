@@ -45,7 +45,7 @@ from rgwkeeper.purge.layout import XATTR_THREADS
 from rgwkeeper.purge.profile import BucketProfile
 from rgwkeeper.purge.scope import PrefixScope, RgwClock, iso_utc
 from rgwkeeper.releases import RELEASES, behaviour
-from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, human_bytes
+from rgwkeeper.units import MAX_BYTES, MAX_DURATION_S, check_number, empty_size_range, human_bytes
 
 METHODS = ("auto", "direct", "s3", "admin-purge", "admin-purge-bypass-gc", "lifecycle")
 #: Methods whose requests rgwkeeper sends itself, so purge.max_objects_per_second can hold them;
@@ -126,9 +126,12 @@ def _check_filters(r: PurgeRequest) -> None:
         check_number(r.older_than_s, "older_than_s", lo=0, hi=MAX_DURATION_S, unit=" s")
         if r.older_than_s == 0:
             raise UsageError("older_than_s must be above 0 s")
-    for name in ("larger_than", "smaller_than"):
+    for name, lo in (("larger_than", 0), ("smaller_than", 1)):  # smaller than 0 B: nothing
         if getattr(r, name) is not None:
-            check_number(getattr(r, name), name, lo=0, hi=MAX_BYTES, integer=True, unit=" bytes")
+            check_number(getattr(r, name), name, lo=lo, hi=MAX_BYTES, integer=True, unit=" bytes")
+    empty = empty_size_range(r.larger_than, r.smaller_than)
+    if empty:
+        raise UsageError(empty)
 
 
 DIRECT_LISTINGS = ("s3", "index")

@@ -33,6 +33,12 @@ def test_missing_conf_is_one_clear_line(tmp_path, monkeypatch):
         resolve(conf=str(tmp_path / "nope.conf"))
 
 
+def test_a_missing_credentials_file_names_the_flag_that_exists(tmp_path):
+    with pytest.raises(CredentialsError) as caught:
+        load_credentials(tmp_path / "nope.toml")
+    assert str(caught.value).endswith("does not exist; pass --rgw-credentials PATH or set rgw.credentials_file")
+
+
 def test_name_and_id(conf):
     assert resolve(conf=str(conf)).client_name == "client.admin"
     assert resolve(conf=str(conf), client_id="rgwkeeper").client_name == "client.rgwkeeper"

@@ -187,6 +187,17 @@ BAD = [
     ["verify", "--maintenance", "none", "--maintenance-timeout", "1e400"],
     ["verify", "--maintenance", "none", "--rate", "nan"],
     ["verify", "--maintenance", "none", "--size", "1M"],
+    # an empty bucket name was taken for "no bucket given" and replaced by a placeholder name
+    ["purge", "", "--dry-run"],
+    ["purge", "--join", "0123456789ab", ""],
+    # size filters no object can match
+    ["purge", "b12", "--smaller-than", "0"],
+    ["purge", "b12", "--larger-than", "10", "--smaller-than", "5"],
+    ["purge", "b12", "--larger-than", "10", "--smaller-than", "11"],
+    ["expire", "b12", "--days", "1", "--larger-than", "10", "--smaller-than", "11"],
+    # a command line that cannot be split into words
+    ["verify", "--maintenance-cmd", "'x"],
+    ["verify", "--maintenance-cmd", "a\\"],
 ]
 
 
