@@ -25,6 +25,7 @@ import structlog
 from rgwkeeper.access import ClusterDefaults, endpoint_problem, endpoints_problem, read_text
 from rgwkeeper.errors import ConfigError, UsageError
 from rgwkeeper.lifecycle import rule_problems
+from rgwkeeper.names import bucket_pattern_problem
 from rgwkeeper.units import MAX_OPS_IN_FLIGHT, MAX_PURGE_RATE, MIN_PURGE_RATE, check_text, rate_cap_ok
 
 DEFAULT_CONFIG_PATH = Path("/etc/rgwkeeper/rgwkeeper.toml")
@@ -234,7 +235,9 @@ class PurgeSection:
     """Bulk delete and expiry (``rgwkeeper purge`` and ``expire``)."""
 
     protected_buckets: list[str] = opt(
-        [], "Glob patterns (fnmatch, case-sensitive) of bucket names that purge and expire refuse to touch.")
+        [], "Glob patterns (fnmatch, case-sensitive) of bucket names that purge and expire refuse to touch. "
+        "Bucket names are lowercase, so a pattern with a character no name has (an upper-case letter, '_', a "
+        "space) outside [...] would protect nothing and is refused.")
     state_dir: str = opt("/var/lib/rgwkeeper/purge", "Local directory of purge checkpoints (one JSON file per "
                          "purge, keyed by bucket name, bucket id and options); an interrupted purge resumes from it.")
     s3_batches_in_flight: int = opt(8, "S3 DeleteObjects requests (1000 keys each) in flight at once.", min=1, max=64)
@@ -550,6 +553,10 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if pu is not None and not rate_cap_ok(pu.max_objects_per_second):
         out.append(f"purge.max_objects_per_second must be 0 (no cap) or at least {MIN_PURGE_RATE}, "
                    f"got {pu.max_objects_per_second}")
+    for pattern in pu.protected_buckets if pu is not None else []:
+        problem = bucket_pattern_problem(pattern)
+        if problem:
+            out.append(f"purge.protected_buckets: {problem}")
     if pu is not None and pu.metrics_textfile and textfile_problem(pu.metrics_textfile):
         out.append(f"purge.metrics_textfile {textfile_problem(pu.metrics_textfile)}")
     ps = sections.get("preshard")

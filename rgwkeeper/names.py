@@ -44,6 +44,21 @@ def validate_bucket(name: str) -> str:
     return name
 
 
+_BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+_GLOB_CLASS_RE = re.compile(r"\[[^\]]*\]")
+
+
+def bucket_pattern_problem(pattern: str) -> str | None:
+    """Why a glob of bucket names (purge.protected_buckets) can match no bucket name, or None: a
+    character outside ``[...]``, ``*`` and ``?`` that no name has (an upper-case letter, '_', a
+    space). fnmatch is case-sensitive, so ``PROD*`` would protect nothing, silently."""
+    bad = sorted({c for c in _GLOB_CLASS_RE.sub("", pattern) if c not in _BUCKET_CHARS and c not in "*?"})
+    if not bad:
+        return None
+    return (f"pattern {pattern!r} can match no bucket name (found {' '.join(repr(c) for c in bad)}; names have "
+            "only lowercase letters, digits, '.' and '-'): write it as the names are written")
+
+
 def validate_prefix(prefix: str) -> str:
     """Return ``prefix`` if it is safe to send as an object-key prefix."""
     if not prefix:

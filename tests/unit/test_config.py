@@ -123,6 +123,11 @@ def test_every_number_field_declares_both_bounds():
     ('[daemon]\ninstance_id = " node1"', "daemon.instance_id must not be empty or have surrounding whitespace"),
     ('[cluster]\nname = "client.admin\\n"', "cluster.name must not"),
     ('[purge]\nprotected_buckets = ["prod-*", ""]', "purge.protected_buckets must not be empty"),
+    # fnmatch is case-sensitive and bucket names are lowercase: these protected nothing
+    ('[purge]\nprotected_buckets = ["PROD*"]', "purge.protected_buckets: pattern 'PROD*' can match no bucket name"),
+    ('[purge]\nprotected_buckets = ["prod_data"]', "pattern 'prod_data' can match no bucket name (found '_'"),
+    ("[[purge.lifecycle_rules]]\nbucket = \"b12\"\ndays = 1\nlarger_than = 10\nsmaller_than = 11",
+     "larger than 10 B and smaller than 11 B leave no object size between them"),
     ("[[preshard.plans]]\nbucket = \"b12\"\nexpected_objects = nan", "expected_objects must be a whole number"),
     ("[[preshard.plans]]\nbucket = \"b12\\n\"\nexpected_objects = 5", "bucket name 'b12\\n' is not valid"),
     ("[[purge.lifecycle_rules]]\nbucket = \"b12\"\ndays = 99999999999", "days must be a whole number from 1 to"),
@@ -181,3 +186,10 @@ def test_every_duration_key_says_its_unit():
                 if isinstance(default, float) and doc.lower().startswith(("seconds", "milliseconds"))
                 and not key.endswith(("_s", "_ms"))]
     assert unitless == []
+
+
+@pytest.mark.parametrize("pattern", ["prod-*", "billing", "?-keep", "[!x]*", "*.archive.*"])
+def test_protected_patterns_that_can_match_a_bucket_name_are_taken(tmp_path, pattern):
+    p = tmp_path / "c.toml"
+    p.write_text(f'[purge]\nprotected_buckets = ["{pattern}"]\n')
+    assert config.load(p).purge.protected_buckets == [pattern]
