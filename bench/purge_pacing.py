@@ -462,7 +462,7 @@ def main() -> None:
         os.environ["PATH"] = info.env()["PATH"]  # the cluster's own radosgw-admin for the purge
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
-        workdir = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
+        workdir = args.keep.resolve() if args.keep else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pacing-")))
         for r in range(args.repeat):
             turn = order[r % len(order):] + order[:r % len(order)]  # each mode leads in turn
             for mode in turn:

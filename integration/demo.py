@@ -59,7 +59,7 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float) -> Any:
 class Demo:
     def __init__(self, info: ClusterInfo, out: Path, objects: int, purge_objects: int) -> None:
         self.info = info
-        self.out = out
+        self.out = out.resolve()  # the config's state directories must be absolute
         self.objects = objects
         self.purge_objects = purge_objects
         self.config = out / "rgwkeeper.toml"

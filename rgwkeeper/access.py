@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass, field
@@ -71,6 +72,10 @@ class ClusterAccess:
         return self.rgw_endpoints
 
 
+# A cephx entity is TYPE.ID; librados takes any ID without whitespace (client.rgw.host1 has dots).
+_CLIENT_NAME_RE = re.compile(r"client\.[^\s\x00-\x1f\x7f]+")
+
+
 def resolve(
     *,
     conf: str | None = None,
@@ -87,8 +92,9 @@ def resolve(
     if name and client_id:
         raise UsageError("give --name or --id, not both")
     client_name = name or (f"client.{client_id}" if client_id else None) or d.name or "client.admin"
-    if not client_name.startswith("client."):
-        raise UsageError(f"--name {client_name!r} is not a client name; use client.ID or --id ID")
+    if not _CLIENT_NAME_RE.fullmatch(client_name):
+        raise UsageError(f"--name {client_name!r} is not a client name: use client.ID or --id ID, where ID has no "
+                         "whitespace or control characters")
 
     conf_path = Path(conf or os.environ.get("CEPH_CONF") or d.conf or DEFAULT_CONF)
     check_readable(conf_path, "ceph.conf", hint="pass --conf PATH or set CEPH_CONF")

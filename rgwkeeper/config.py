@@ -125,8 +125,9 @@ class DaemonSection:
         90.0, "Leader lock and override lease, seconds. A leader that cannot renew within this stops "
         "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
     instance_id: str | None = opt(None, "This node's identity in the lock and journal (with the host's "
-                                  "identity appended: INSTANCE@HOST). Default: the hostname.")
-    state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file.")
+                                  "identity appended: INSTANCE@HOST): letters, digits, '.', '_' and '-'. "
+                                  "Default: the hostname.")
+    state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file (an absolute path).")
     metrics_address: str = opt("127.0.0.1:9877", "host:port (or [IPv6]:port) for the Prometheus /metrics endpoint, "
                                "port 1 to 65535; empty to disable.", empty_ok=True)
     shutdown_timeout_s: float = opt(30.0, "On SIGTERM, the longest the daemon spends finishing the calls "
@@ -144,8 +145,8 @@ class GatesSection:
     max_degraded_ratio: float = opt(0.05, "Largest fraction of degraded objects at which rgwkeeper still "
                                     "changes settings.", min=0.0, max=1.0)
     maintenance_window: str | None = opt(
-        None, "Local time window HH:MM-HH:MM (may wrap midnight) outside which no change is made. "
-        "Unset: always.")
+        None, "Local time window HH:MM-HH:MM (may wrap midnight; start and end differ) outside which no "
+        "change is made. Unset: always.")
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ class PurgeSection:
         "Bucket names are lowercase, so a pattern with a character no name has (an upper-case letter, '_', a "
         "space) outside [...] would protect nothing and is refused.")
     state_dir: str = opt("/var/lib/rgwkeeper/purge", "Local directory of purge checkpoints (one JSON file per "
-                         "purge, keyed by bucket name, bucket id and options); an interrupted purge resumes from it.")
+                         "purge, keyed by bucket name, bucket id and options; an absolute path); an interrupted purge resumes from it.")
     s3_batches_in_flight: int = opt(8, "S3 DeleteObjects requests (1000 keys each) in flight at once.", min=1, max=64)
     rados_ops_in_flight: int = opt(256, "librados stat/remove operations in flight at once for the direct "
                                    "method without a rate cap (under one: cap_ops_in_flight).", min=1,
@@ -369,7 +370,7 @@ class FillSection:
                             min=0.0, max=0.2)
     expire_at_ratio: float | None = opt(
         None, "Raw used fraction at which the daemon runs the [purge] lifecycle_rules now (in-process, as "
-        "rgwkeeper expire --yes does), once per crossing. Unset: never.", min=0.0, max=1.0)
+        "rgwkeeper expire --yes does), once per crossing; above 0. Unset: never.", min=0.0, max=1.0)
     expire_impact: str = opt(
         "low", "Ingest impact level of the fill-triggered expiry where it deletes from a listing (Pacific; "
         "lc process runs at RGW's own pace): 'low', 'max', or empty for purge.impact / the [purge] rate and "
@@ -524,6 +525,7 @@ def parse(raw: dict[str, Any], source: str = "config") -> Config:
 
 
 # Used with fullmatch: `$` would also match before a final newline.
+_INSTANCE_RE = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 _WINDOW_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)", re.ASCII)
 _HOST_PORT_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):([0-9]{1,5})", re.ASCII)
 
@@ -546,6 +548,10 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     g = sections.get("gates")
     if g is not None and g.maintenance_window is not None and not _WINDOW_RE.fullmatch(g.maintenance_window):
         out.append(f"gates.maintenance_window must look like 22:00-06:00, got {g.maintenance_window!r}")
+    elif g is not None and g.maintenance_window is not None and len(set(g.maintenance_window.split("-"))) == 1:
+        # Start inclusive, end exclusive: a window from 22:00 to 22:00 holds no minute of the day.
+        out.append(f"gates.maintenance_window {g.maintenance_window!r} starts where it ends, so the daemon would "
+                   "never act: give two different times, or leave it unset for any time of day")
     pu = sections.get("purge")
     if pu is not None and 0 < pu.range_entries < MIN_RANGE_ENTRIES:
         out.append(f"purge.range_entries must be 0 (shards are never cut) or at least {MIN_RANGE_ENTRIES} keys, "
@@ -563,6 +569,13 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     for i, p in enumerate(ps.plans if ps is not None else []):
         out.extend(f"preshard.plans[{i}]: {e}" for e in _plan_errors(p))
     d = sections.get("daemon")
+    for key, section in (("daemon.state_dir", d), ("purge.state_dir", pu)):
+        if section is not None and not section.state_dir.startswith("/"):
+            # Relative to the working directory, a resumed purge would not find its checkpoints.
+            out.append(f"{key} must be an absolute path, got {section.state_dir!r}")
+    if d is not None and d.instance_id is not None and not _INSTANCE_RE.fullmatch(d.instance_id):
+        out.append(f"daemon.instance_id may have only letters, digits, '.', '_' and '-' (it is written "
+                   f"INSTANCE@HOST in the lock and journal), got {d.instance_id!r}")
     if d is not None and d.lease_s < 2 * d.tick_s:
         out.append(f"daemon.lease_s ({d.lease_s}) must be at least twice daemon.tick_s ({d.tick_s}) so the "
                    "leader renews it in time")
@@ -577,6 +590,9 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
     if r is not None and r.endpoints and r.endpoint is not None:
         out.append("rgw.endpoint and rgw.endpoints are both set: keep one (endpoints lists them all)")
     fl = sections.get("fill")
+    if fl is not None and fl.expire_at_ratio is not None and fl.expire_at_ratio <= 0:
+        out.append(f"fill.expire_at_ratio must be above 0 (every cluster is at least 0% used, so the expiry would "
+                   f"run at once), got {fl.expire_at_ratio}; leave it unset for never")
     if fl is not None and pu is not None and not fl.expire_impact and pu.impact == "normal":
         out.append("fill.expire_impact is empty, so the fill-triggered expiry would take purge.impact = 'normal', "
                    "which purges whole buckets only: set fill.expire_impact to 'low' or 'max'")

@@ -54,15 +54,21 @@ def set_command(ratio: float | str) -> str:
     return f"ceph osd set-full-ratio {ratio_text(float(ratio))}"
 
 
-def check_raise(raise_to: float, state: FullState, max_ratio: float) -> None:
-    """Refuse a raise that is not finite, not above the live full ratio, or above ``max_ratio``
-    (purge.max_full_ratio). One line, UsageError: nothing is contacted after it."""
-    current = state.ratios.full_ratio
+def check_raise_bound(raise_to: float, max_ratio: float) -> None:
+    """Refuse a raise that is not finite or above ``max_ratio`` (purge.max_full_ratio), whether or
+    not the cluster is full. One line, UsageError."""
     if not math.isfinite(raise_to) or not 0 < raise_to < 1:
         raise UsageError(f"--raise-full-ratio must be a fraction between 0 and 1, got {raise_to}; nothing was changed")
     if raise_to > max_ratio + RATIO_TOLERANCE:
         raise UsageError(f"--raise-full-ratio {ratio_text(raise_to)} is above purge.max_full_ratio "
                          f"{ratio_text(max_ratio)}; nothing was changed")
+
+
+def check_raise(raise_to: float, state: FullState, max_ratio: float) -> None:
+    """Refuse a raise that is not finite, not above the live full ratio, or above ``max_ratio``
+    (purge.max_full_ratio). One line, UsageError: nothing is contacted after it."""
+    check_raise_bound(raise_to, max_ratio)
+    current = state.ratios.full_ratio
     if raise_to <= current + RATIO_TOLERANCE:
         raise UsageError(f"--raise-full-ratio {ratio_text(raise_to)} is not above the live full ratio "
                          f"{ratio_text(current)}; nothing was changed")

@@ -247,6 +247,8 @@ def purge(bucket: str | None, prefix: str | None, older_than: float | None, larg
     request = purge_api.impact.request_for(purge_cfg, request)
     impact_line = purge_api.impact.describe(purge_cfg)
     check_protected(bucket, purge_cfg.protected_buckets)
+    if raise_full_ratio is not None:
+        fullratio.check_raise_bound(raise_full_ratio, cfg.purge.max_full_ratio)
     io = purge_api.open_io(access, purge_cfg)
     try:
         store = purge_api.CheckpointStore(Path(cfg.purge.state_dir))
@@ -492,6 +494,8 @@ def expire(bucket: str | None, prefix: str | None, days: int | None, noncurrent_
     elif bucket is not None:
         lc.parse_rule({"bucket": bucket, "days": 1}, pattern_ok=False)  # validates the name only
     cfg, access = load_access(kwargs)
+    if raise_full_ratio is not None:
+        fullratio.check_raise_bound(raise_full_ratio, cfg.purge.max_full_ratio)
     purge_cfg = purge_api.impact.resolve(cfg.purge, impact)
     config_rules = [lc.parse_rule(r) for r in cfg.purge.lifecycle_rules]
     if bucket is not None:

@@ -142,6 +142,8 @@ async def full_gate(io: PurgeIO, what: str, raise_full_ratio: float | None, max_
     else: on a full cluster work that needs RGW to write is refused at once unless a raise of the
     full ratio was asked for, and that raise is checked against its bounds. ``may_free``: the
     caller may still choose the direct method, which frees space without RGW, and decides later."""
+    if raise_full_ratio is not None:
+        fullratio.check_raise_bound(raise_full_ratio, max_full_ratio)  # before any read: full or not
     full = await read_full_state(io.rados)
     if full.full:
         if raise_full_ratio is None:

@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 import structlog
 
 from rgwkeeper.errors import CephError, InvalidName, RgwkeeperError, UsageError
-from rgwkeeper.names import validate_bucket
+from rgwkeeper.names import bucket_pattern_problem, validate_bucket
 from rgwkeeper.purge.board import DONE, Board, Lease, LeaseLost, NoSuchJob, Snapshot
 from rgwkeeper.purge.checkpoint import Checkpoint, State
 from rgwkeeper.purge.execute import PurgeReport, keep_lease
@@ -91,6 +91,9 @@ def check_patterns(patterns: Iterable[str]) -> list[str]:
         if not p or p != p.strip() or any(c in p for c in "/\\\n\t ") or len(p) > 63:
             raise UsageError(f"--match {p!r} is not a bucket name pattern: up to 63 characters of a bucket name and "
                              "* ? [..]; no spaces or slashes")
+        problem = bucket_pattern_problem(p)
+        if problem:
+            raise UsageError(f"--match {problem}")
         out.append(p)
     return out
 

@@ -121,6 +121,15 @@ def test_every_number_field_declares_both_bounds():
     ('[rgw]\nendpoint = "http://rgw:99999"', "rgw.endpoint: RGW endpoint 'http://rgw:99999' is not a URL"),
     ('[daemon]\npool = ""', "daemon.pool must not be empty"),
     ('[daemon]\ninstance_id = " node1"', "daemon.instance_id must not be empty or have surrounding whitespace"),
+    # Taken before: a window that holds no minute, relative state directories (a resumed purge
+    # run from elsewhere would not find its checkpoint), an id that reads as INSTANCE@HOST, a
+    # ratio every cluster is past.
+    ('[gates]\nmaintenance_window = "22:00-22:00"', "gates.maintenance_window '22:00-22:00' starts where it ends"),
+    ('[daemon]\nstate_dir = "run/rgwkeeper"', "daemon.state_dir must be an absolute path, got 'run/rgwkeeper'"),
+    ('[purge]\nstate_dir = "state"', "purge.state_dir must be an absolute path, got 'state'"),
+    ('[daemon]\ninstance_id = "a@b"', "daemon.instance_id may have only letters, digits"),
+    ('[daemon]\ninstance_id = "a b"', "daemon.instance_id may have only letters, digits"),
+    ("[fill]\nexpire_at_ratio = 0", "fill.expire_at_ratio must be above 0"),
     ('[cluster]\nname = "client.admin\\n"', "cluster.name must not"),
     ('[purge]\nprotected_buckets = ["prod-*", ""]', "purge.protected_buckets must not be empty"),
     # fnmatch is case-sensitive and bucket names are lowercase: these protected nothing
