@@ -146,21 +146,26 @@ def assert_only_shared_tails_left_and_copies_read_back(cluster, s3, b: str, copi
 # -- whole-bucket purges ----------------------------------------------------------------------------
 
 @pytest.mark.releases("tentacle", "reef", "pacific")
-@pytest.mark.parametrize("listing", ["s3", "index"])
+@pytest.mark.parametrize("listing, capped", [("s3", []), ("index", []), ("index", ["--max-rate", "1000"])],
+                         ids=["s3", "index", "index-capped"])
 def test_direct_purge_of_a_mixed_bucket_leaves_nothing_and_copies_read_back(ceph_cluster, s3, bucket_name, tmp_path,
-                                                                             listing):
+                                                                             listing, capped):
     """Listed through S3, or by its index shards with librados (purge.direct_listing); a key whose
-    first character is not ASCII sorts after cls_rgw's special index entries."""
+    first character is not ASCII sorts after cls_rgw's special index entries. Capped, the heads
+    are stated and removed one at a time with synchronous calls (the key that starts with '_'
+    through the located ioctx), the tails' references put as without a cap."""
     b, copies = bucket_name, bucket_name + "-copies"
     big, marker = mixed_bucket_with_copies(ceph_cluster, s3, b, copies)
     s3.put_object(Bucket=b, Key="\u00fcber/\u65e5\u672c", Body=b"n" * 100)
     owner = bucket_stats(ceph_cluster, b)["owner"]
     synced_before = owner_stats(ceph_cluster, owner)["last_stats_sync"]
 
-    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json",
+    doc = json.loads(cli(ceph_cluster, tmp_path, "purge", b, "--yes", "--json", *capped,
                          config=f'direct_listing = "{listing}"\n').stdout)
 
     assert doc["ok"] and doc["method"] == "direct", doc["checks"]
+    if capped:
+        assert doc["pacing"]["cap_ops_in_flight"] == 1 and doc["pacing"]["cap_requests_timed"] >= 1, doc["pacing"]
     # The owner's stats were synced through the admin API, and RGW recorded that sync.
     check = {c["name"]: c for c in doc["checks"]}["owner stats synced"]
     assert check["status"] == "ok" and check["detail"].endswith("synced through the admin API after the bucket was deleted"), check
