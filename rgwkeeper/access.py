@@ -93,8 +93,8 @@ def resolve(
         raise UsageError("give --name or --id, not both")
     client_name = name or (f"client.{client_id}" if client_id else None) or d.name or "client.admin"
     if not _CLIENT_NAME_RE.fullmatch(client_name):
-        raise UsageError(f"--name {client_name!r} is not a client name: use client.ID or --id ID, where ID has no "
-                         "whitespace or control characters")
+        raise UsageError(f"cephx name {client_name!r} (from --name, --id or cluster.name) is not a client name: use "
+                         "client.ID or --id ID, where ID has no whitespace or control characters")
 
     conf_path = Path(conf or os.environ.get("CEPH_CONF") or d.conf or DEFAULT_CONF)
     check_readable(conf_path, "ceph.conf", hint="pass --conf PATH or set CEPH_CONF")

@@ -125,7 +125,7 @@ class DaemonSection:
         90.0, "Leader lock and override lease, seconds. A leader that cannot renew within this stops "
         "acting; a standby takes over after it and restores the overrides.", min=5.0, max=3600.0)
     instance_id: str | None = opt(None, "This node's identity in the lock and journal (with the host's "
-                                  "identity appended: INSTANCE@HOST): letters, digits, '.', '_' and '-'. "
+                                  "identity appended: INSTANCE@HOST): 1 to 64 letters, digits, '.', '_' or '-'. "
                                   "Default: the hostname.")
     state_dir: str = opt("/run/rgwkeeper", "Local directory for the single-instance lock file (an absolute path).")
     metrics_address: str = opt("127.0.0.1:9877", "host:port (or [IPv6]:port) for the Prometheus /metrics endpoint, "
@@ -574,7 +574,7 @@ def _cross_checks(sections: dict[str, Any]) -> list[str]:
             # Relative to the working directory, a resumed purge would not find its checkpoints.
             out.append(f"{key} must be an absolute path, got {section.state_dir!r}")
     if d is not None and d.instance_id is not None and not _INSTANCE_RE.fullmatch(d.instance_id):
-        out.append(f"daemon.instance_id may have only letters, digits, '.', '_' and '-' (it is written "
+        out.append(f"daemon.instance_id must be 1 to 64 letters, digits, '.', '_' or '-' (it is written "
                    f"INSTANCE@HOST in the lock and journal), got {d.instance_id!r}")
     if d is not None and d.lease_s < 2 * d.tick_s:
         out.append(f"daemon.lease_s ({d.lease_s}) must be at least twice daemon.tick_s ({d.tick_s}) so the "

@@ -497,9 +497,18 @@ def _rados_errors() -> tuple[type[BaseException], type[BaseException]]:
     return rados_mod.Error, rados_mod.ObjectNotFound
 
 
+def _aio_stat(io: Any, oid: str, cb: Callable[..., None]) -> None:
+    io.aio_stat(oid, cb)
+
+
+def _aio_remove(io: Any, oid: str, cb: Callable[..., None]) -> None:
+    io.aio_remove(oid, oncomplete=cb)
+
+
 class BulkObjects:
     """Many small operations on the objects of one pool, a bounded number in flight (librados aio;
-    stats and removals at a window of one as synchronous calls, one after the other).
+    stats and removals at a window of one as synchronous calls, one after the other, for heads,
+    index shards and paced chunks alike).
 
     Purge uses it to stat and remove RGW head objects directly. Objects are ``(oid, locator)``
     pairs: RGW gives the head of a key that starts with ``_`` a locator (``rados ls`` shows
@@ -585,35 +594,35 @@ class BulkObjects:
         return results
 
     def _one_at_a_time(self, objs: list[tuple[str, str]], call: Callable[[Any, str], Any],
-                       removal: bool = False) -> list[tuple[int, Any]]:
-        """A window of one: each object's synchronous call in turn on this thread, as (0, what it
-        returned) or (-errno, None). librados' own wait wakes this thread once; the aio path woke
-        librados' callback thread into Python first, then this one. Half the client CPU per
-        object, and each object sooner (docs/purge.md, "One operation at a time, without the
-        callback"). ``rados_osd_op_timeout`` bounds each call as it bounds an aio one."""
+                       submit: Callable[..., None], removal: bool = False) -> list[tuple[int, Any]]:
+        """A window of one, answered as ``_windowed`` answers it: (0, what ``call`` returned) or
+        (-errno, None) per object. Each object's synchronous ``call`` in turn on this thread:
+        librados' own wait wakes it once, where an aio completion's Python callback woke it
+        through librados' thread (1.17 times the objects a second at 0.6 times the client CPU:
+        docs/purge.md, "One operation at a time, without the callback"). ``rados_osd_op_timeout``
+        (set at connect) bounds each call, and ``_call`` the batch. An object with a locator goes
+        through ``submit`` (aio) on the located ioctx, whose lock is held only to send it. An error
+        without an errno (not an operation's answer) raises."""
         rados_error, _ = _rados_errors()
         out: list[tuple[int, Any]] = []
         for oid, locator in objs:
+            if locator:
+                out += self._windowed([(oid, locator)], 1, submit, removal)
+                continue
+            io = self._ioctx(False, removal)
             try:
-                if locator:
-                    with self._loc_lock:
-                        io = self._ioctx(True, removal)
-                        io.set_locator_key(locator)
-                        try:
-                            out.append((0, call(io, oid)))
-                        finally:
-                            io.set_locator_key("")
-                else:
-                    out.append((0, call(self._ioctx(False, removal), oid)))
+                out.append((0, call(io, oid)))
             except rados_error as exc:
-                out.append((-(getattr(exc, "errno", None) or errno.EIO), None))
+                if not getattr(exc, "errno", None):
+                    raise
+                out.append((-exc.errno, None))
         return out
 
     async def stat_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int | None]:
         """Size of each object, None where it does not exist; other errors raise."""
         def run() -> list[int | None]:
-            res = self._one_at_a_time(objs, lambda io, oid: io.stat(oid)[0]) if window == 1 else \
-                self._windowed(objs, window, lambda io, oid, cb: io.aio_stat(oid, cb))
+            res = self._one_at_a_time(objs, lambda io, oid: io.stat(oid)[0], _aio_stat) if window == 1 else \
+                self._windowed(objs, window, _aio_stat)
             out: list[int | None] = []
             for (ret, size), (oid, _) in zip(res, objs):
                 if ret == -errno.ENOENT:
@@ -629,8 +638,8 @@ class BulkObjects:
     async def remove_many(self, objs: list[tuple[str, str]], *, window: int) -> list[int]:
         """Remove each object; returns each return code (0, or -ENOENT if it was already gone)."""
         def run() -> list[int]:
-            res = self._one_at_a_time(objs, lambda io, oid: io.remove_object(oid), removal=True) if window == 1 else \
-                self._windowed(objs, window, lambda io, oid, cb: io.aio_remove(oid, oncomplete=cb), removal=True)
+            res = self._one_at_a_time(objs, lambda io, oid: io.remove_object(oid), _aio_remove, removal=True) \
+                if window == 1 else self._windowed(objs, window, _aio_remove, removal=True)
             return [ret for ret, _ in res]
 
         return await self._call(f"remove {len(objs)} objects", run, self._batch_timeout(len(objs), window))

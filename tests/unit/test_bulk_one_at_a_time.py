@@ -1,6 +1,8 @@
-"""BulkObjects with a window of one: synchronous librados calls in turn, what the aio path
-returned for each object (sizes, return codes, ENOENT), locators set and reset, full-try on
-removals; a wider window stays on aio. The fake ioctx fails every call it does not expect."""
+"""BulkObjects with a window of one: synchronous librados calls in turn, answering what the aio
+path answered for each object (sizes, return codes, ENOENT); an object with a locator still goes
+through aio on the located ioctx, its locator set and reset; full-try on removals; errors that
+are not an operation's answer raise. A wider window stays on aio. The fake ioctx fails every
+call it does not expect."""
 
 from __future__ import annotations
 
@@ -39,14 +41,21 @@ class StrictIoctx:
         return (self.locator, oid)
 
     def _allowed(self, sync):
-        if sync != self.sync:
+        # At a window of one only an object with a locator goes through aio.
+        expected = self.sync and not self.locator
+        if sync != expected:
             raise AssertionError(f"{'a synchronous' if sync else 'an aio'} call was not expected")
+
+    def _fail(self, oid):
+        if oid == "eio":
+            raise rados.IOError("RADOS I/O error", errno.EIO)
+        if oid == "noerrno":
+            raise rados.IoctxStateError("RADOS ioctx not open")
 
     def stat(self, oid):
         self._allowed(True)
         self.log.append(f"stat {self.locator}/{oid}")
-        if oid == "eio":
-            raise rados.IOError("RADOS I/O error", errno.EIO)
+        self._fail(oid)
         if self._key(oid) not in self.objects:
             raise rados.ObjectNotFound(f"RADOS object not found (stat {oid})", errno.ENOENT)
         return self.objects[self._key(oid)], 0.0
@@ -55,6 +64,7 @@ class StrictIoctx:
         self._allowed(True)
         assert self.full_try, "a removal without full-try"
         self.log.append(f"remove {self.locator}/{oid}")
+        self._fail(oid)
         if self.objects.pop(self._key(oid), None) is None:
             raise rados.ObjectNotFound(f"RADOS object not found (remove {oid})", errno.ENOENT)
         return True
@@ -89,6 +99,8 @@ class Cluster:
         pass
 
     def open_ioctx(self, pool):
+        if pool != "data":
+            raise rados.ObjectNotFound(f"RADOS pool {pool} not found", errno.ENOENT)
         io = StrictIoctx(self.objects, self.sync, self.log)
         self.ioctxs.append(io)
         return io
@@ -118,8 +130,8 @@ def test_a_window_of_one_answers_what_the_aio_path_answers(bulk, window):
     # The locator is set for its object only, and reset after it.
     assert all(io.locator == "" for io in cluster.ioctxs)
     prefix = "" if window == 1 else "aio_"
-    assert cluster.log == [f"{prefix}stat /a", f"{prefix}stat /gone", f"{prefix}stat loc/_k", f"{prefix}stat /b",
-                           f"{prefix}remove /a", f"{prefix}remove /gone", f"{prefix}remove loc/_k",
+    assert cluster.log == [f"{prefix}stat /a", f"{prefix}stat /gone", "aio_stat loc/_k", f"{prefix}stat /b",
+                           f"{prefix}remove /a", f"{prefix}remove /gone", "aio_remove loc/_k",
                            f"{prefix}remove /b"]
 
 
@@ -129,3 +141,19 @@ def test_a_window_of_one_raises_on_an_error_other_than_a_missing_object(bulk):
     with pytest.raises(CephError, match="data/eio stat.*EIO"):
         asyncio.run(data.stat_many([("a", ""), ("eio", ""), ("b", "")], window=1))
     assert cluster.log == ["stat /a", "stat /eio", "stat /b"]  # the batch is answered whole, as with aio
+    # A removal's error is its answer, for the caller to judge (check_removed stops the purge).
+    assert asyncio.run(data.remove_many([("eio", ""), ("a", "")], window=1)) == [-errno.EIO, 0]
+
+
+@pytest.mark.parametrize("bulk", [True], indirect=True)
+def test_an_error_that_is_no_operations_answer_raises_and_a_missing_pool_is_not_a_missing_object(bulk):
+    data, cluster = bulk
+    with pytest.raises(CephError, match="ioctx not open"):
+        asyncio.run(data.remove_many([("noerrno", "")], window=1))
+    # Before, a missing pool's ENOENT read as every head already gone, so nothing was removed and
+    # the purge went on as if it had been.
+    other = BulkObjects(data.rados, "no-such-pool")
+    for call in (other.stat_many, other.remove_many):
+        with pytest.raises(CephError, match="no-such-pool"):
+            asyncio.run(call([("a", "")], window=1))
+    assert cluster.objects[("", "a")] == 10

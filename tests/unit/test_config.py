@@ -127,8 +127,9 @@ def test_every_number_field_declares_both_bounds():
     ('[gates]\nmaintenance_window = "22:00-22:00"', "gates.maintenance_window '22:00-22:00' starts where it ends"),
     ('[daemon]\nstate_dir = "run/rgwkeeper"', "daemon.state_dir must be an absolute path, got 'run/rgwkeeper'"),
     ('[purge]\nstate_dir = "state"', "purge.state_dir must be an absolute path, got 'state'"),
-    ('[daemon]\ninstance_id = "a@b"', "daemon.instance_id may have only letters, digits"),
-    ('[daemon]\ninstance_id = "a b"', "daemon.instance_id may have only letters, digits"),
+    ('[daemon]\ninstance_id = "a@b"', "daemon.instance_id must be 1 to 64 letters, digits"),
+    ('[daemon]\ninstance_id = "a b"', "daemon.instance_id must be 1 to 64 letters, digits"),
+    ('[daemon]\ninstance_id = "' + "a" * 65 + '"', "daemon.instance_id must be 1 to 64 letters, digits"),
     ("[fill]\nexpire_at_ratio = 0", "fill.expire_at_ratio must be above 0"),
     ('[cluster]\nname = "client.admin\\n"', "cluster.name must not"),
     ('[purge]\nprotected_buckets = ["prod-*", ""]', "purge.protected_buckets must not be empty"),
@@ -202,3 +203,17 @@ def test_protected_patterns_that_can_match_a_bucket_name_are_taken(tmp_path, pat
     p = tmp_path / "c.toml"
     p.write_text(f'[purge]\nprotected_buckets = ["{pattern}"]\n')
     assert config.load(p).purge.protected_buckets == [pattern]
+
+
+@pytest.mark.parametrize("text, key, value", [
+    ('[daemon]\ninstance_id = "node_1.a-B"', "daemon.instance_id", "node_1.a-B"),
+    ('[daemon]\ninstance_id = "' + "a" * 64 + '"', "daemon.instance_id", "a" * 64),
+    ('[gates]\nmaintenance_window = "22:00-22:01"', "gates.maintenance_window", "22:00-22:01"),
+    ("[fill]\nexpire_at_ratio = 0.01", "fill.expire_at_ratio", 0.01),
+    ('[daemon]\nstate_dir = "/run/rgwkeeper-2"', "daemon.state_dir", "/run/rgwkeeper-2"),
+])
+def test_values_beside_the_refused_ones_are_taken(tmp_path, text, key, value):
+    p = tmp_path / "c.toml"
+    p.write_text(text + "\n")
+    section, name = key.split(".")
+    assert getattr(getattr(config.load(p), section), name) == value

@@ -411,7 +411,7 @@ def test_fill_expiry_on_a_full_cluster_raises_the_configured_ratio():
     assert d.actions == (RunExpire(d.actions[0].reason, raise_full_ratio=0.96),)
     assert d.actions[0].command() == "rgwkeeper expire --yes --json --raise-full-ratio 0.96"
     # Not full: no raise, whatever is configured.
-    normal = fill.decide(parse(load_fixture("observation.json")), FillSection(expire_at_ratio=0.0,
+    normal = fill.decide(parse(load_fixture("observation.json")), FillSection(expire_at_ratio=0.01,
                          expire_raise_full_ratio=0.96), {}, now=0.0)
     assert normal.actions[0].args() == ["expire", "--yes", "--json"]
 
@@ -713,3 +713,23 @@ def test_a_bucket_of_a_job_that_meets_a_full_cluster_says_the_way_on_is_each_buc
     assert line.endswith("(in a job: a job of several buckets does not raise the full ratio: purge them one by one "
                          "with --raise-full-ratio R (at most purge.max_full_ratio))"), line
     assert not [x for x in w.log if "quota" in x or "DeleteObjects" in x or "rados rm" in x]
+
+
+def test_a_raise_above_the_maximum_is_refused_before_the_cluster_is_read_full_or_not(tmp_path):
+    # The daemon's expiry and the Python API go through full_gate: before, on a cluster that is
+    # not full the bound was never checked and the raise silently not used.
+    for full in (False, True):
+        w = World()
+        io, _ = purge_io(w, tmp_path / str(full))
+        io.rados = FakeRados(w, full=full)
+        reads: list[dict] = []
+        answer = io.rados.acommand
+
+        async def recorded(cmd, **kw):
+            reads.append(cmd)
+            return await answer(cmd, **kw)
+
+        io.rados.acommand = recorded
+        with pytest.raises(UsageError, match="0.98 is above purge.max_full_ratio 0.97"):
+            asyncio.run(purge_api.full_gate(io, "expire", 0.98, 0.97))
+        assert reads == [] and io.rados.sent == []

@@ -57,8 +57,8 @@ def env(tmp_path, monkeypatch):
     (["capture-mixed", "--raise-full-ratio", "0.98", "--yes"], "0.98 is above purge.max_full_ratio 0.97"),
     (["expire", "capture-mixed", "--days", "1", "--raise-full-ratio", "0.98", "--yes"],
      "0.98 is above purge.max_full_ratio 0.97"),
-    (["capture-mixed", "--name", "client.", "--yes"], "'client.' is not a client name"),
-    (["capture-mixed", "--id", "a b", "--yes"], "'client.a b' is not a client name"),
+    (["capture-mixed", "--name", "client.", "--yes"], "cephx name 'client.' (from --name, --id or cluster.name) is not a client name"),
+    (["capture-mixed", "--id", "a b", "--yes"], "cephx name 'client.a b' (from --name, --id or cluster.name) is not"),
     (["--match", "PROD*", "--yes"], "pattern 'PROD*' can match no bucket name"),
 ])
 def test_refused_before_anything_is_sent(env, capsys, args, message):

@@ -110,7 +110,7 @@ def test_an_expiry_the_gate_held_back_is_not_remembered_as_started():
     from rgwkeeper.config import Config
     from rgwkeeper.reconcile import plan_pass as plan
 
-    cfg = dataclasses.replace(Config(), fill=FillSection(expire_at_ratio=0.0))
+    cfg = dataclasses.replace(Config(), fill=FillSection(expire_at_ratio=0.01))  # the fixture is past 1%
     snap = parse(load_fixture("observation.json"))
     paused = plan(snap, cfg, {}, {"paused": {"by": "op"}}, now=0.0, local_time=dtime(12))
     assert not any(isinstance(a, RunExpire) for a in paused.actions)
