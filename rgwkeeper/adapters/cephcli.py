@@ -7,8 +7,6 @@ unit tests use a strict fake fed with output captured from a real cluster.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from typing import Any, Awaitable, Callable, Sequence
 import structlog
 
 from rgwkeeper.access import ClusterAccess
+from rgwkeeper.adapters.child import run_child
 from rgwkeeper.errors import CephError, CephTimeout, CommandFailed
 
 log = structlog.get_logger(__name__)
@@ -35,61 +34,20 @@ Runner = Callable[[Sequence[str], float], Awaitable[CompletedRun]]
 
 
 CANCEL_GRACE_S = 5.0  # a cancelled run's child gets this long after SIGTERM before SIGKILL
-#: After SIGKILL, the longest a cancelled run waits for its child to be reaped.
-KILL_WAIT_S = 10.0
 
 
 async def subprocess_runner(argv: Sequence[str], timeout: float, *, cancel_grace_s: float = CANCEL_GRACE_S
                             ) -> CompletedRun:
     """Run argv (no shell), kill it at the timeout; if cancelled, SIGTERM, then SIGKILL after
     ``cancel_grace_s``: a cancelled run raises CancelledError once its child is gone, even if
-    cancelled again meanwhile (a second Ctrl-C, asyncio.run's teardown)."""
+    cancelled again meanwhile (a second Ctrl-C, asyncio.run's teardown). Not through asyncio's
+    own subprocesses, which can hang when cancelled (adapters.child)."""
     t0 = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise CephTimeout(" ".join(argv[:6]), f"no answer within {timeout:.0f} s (killed)") from None
-    except asyncio.CancelledError:
-        # The caller stopped (SIGTERM, Ctrl-C): a child left running would go on changing the
-        # cluster (an lc process expiring under a rule being taken off) after we are gone. SIGTERM
-        # first, so a child rgwkeeper (the daemon's expire) cleans up too; then SIGKILL.
-        await _stop(proc, cancel_grace_s)
-        raise
-    return CompletedRun(tuple(argv), proc.returncode or 0, out.decode(errors="replace"),
-                        err.decode(errors="replace"), time.monotonic() - t0)
-
-
-async def _stop(proc: asyncio.subprocess.Process, grace_s: float) -> None:
-    """SIGTERM, then SIGKILL after ``grace_s``; the child is gone when this returns, whatever
-    further cancels arrive meanwhile (the caller re-raises the cancel)."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    exited = asyncio.ensure_future(proc.wait())
-    if not await _despite_cancel(exited, grace_s):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        if not await _despite_cancel(exited, KILL_WAIT_S):
-            log.error("a cancelled run's child has not exited after SIGKILL", pid=proc.pid)
-
-
-async def _despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for ``fut`` even if this task is cancelled meanwhile (only while
-    cleaning up after a cancel, which the caller then re-raises). True if it finished."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not fut.done():
-        left = deadline - loop.time()
-        if left <= 0:
-            return False
-        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(fut), left)
-    return True
+    done = await run_child(argv, timeout, cancel_grace_s=cancel_grace_s)
+    if done.timed_out:
+        raise CephTimeout(" ".join(argv[:6]), f"no answer within {timeout:.0f} s (killed)")
+    return CompletedRun(tuple(argv), done.returncode, done.stdout.decode(errors="replace"),
+                        done.stderr.decode(errors="replace"), time.monotonic() - t0)
 
 
 def extract_json(text: str) -> Any:

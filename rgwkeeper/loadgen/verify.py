@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rgwkeeper.access import ClusterAccess, RgwCredentials
+from rgwkeeper.adapters.child import DEVNULL, run_child
 from rgwkeeper.adapters.connect import NONE, open_adapters
 from rgwkeeper.config import LoadgenSection
 from rgwkeeper.errors import UsageError
@@ -86,33 +87,23 @@ class Maintenance:
 
     async def _command(self, run: RunHandle) -> None:
         try:
-            proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL,
-                                                        stdout=asyncio.subprocess.DEVNULL,
-                                                        stderr=asyncio.subprocess.PIPE,
-                                                        # a killed verify leaves no purge running on its own
-                                                        preexec_fn=functools.partial(die_with_parent, signal.SIGTERM,
-                                                                                     os.getpid()))
+            # Cancelled (the verify stopped), the command is killed at once, as a lost parent
+            # would have it.
+            done = await run_child(self.argv, self.timeout_s, stdout=DEVNULL,
+                                   # a killed verify leaves no purge running on its own
+                                   preexec_fn=functools.partial(die_with_parent, signal.SIGTERM, os.getpid()))
         except OSError as exc:
             raise UsageError(f"cannot run maintenance command {self.argv[0]!r}: {exc.strerror}") from None
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), self.timeout_s)
-        except asyncio.TimeoutError:
+        self.exit_code = done.returncode
+        if done.timed_out:
             # Judge the window anyway: the maintenance ran through all of it. The verdict notes
             # the non-zero exit, and a PASS becomes INCONCLUSIVE.
-            proc.kill()
-            await proc.wait()
-            self.exit_code = proc.returncode
             self.stderr_tail = f"killed after {self.timeout_s:g} s (--maintenance-timeout)"
-            run.mark("maintenance-end", f"killed after {self.timeout_s:g} s", exit_code=proc.returncode)
+            run.mark("maintenance-end", f"killed after {self.timeout_s:g} s", exit_code=done.returncode)
             return
-        except asyncio.CancelledError:
-            proc.kill()
-            await proc.wait()
-            raise
-        self.exit_code = proc.returncode
-        lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+        lines = [ln for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
         self.stderr_tail = lines[-1][:300] if lines else ""
-        run.mark("maintenance-end", f"command exited {proc.returncode}", exit_code=proc.returncode)
+        run.mark("maintenance-end", f"command exited {done.returncode}", exit_code=done.returncode)
 
 
 _SECRET_FLAG = re.compile(r"^--?[\w-]*(secret|password|passwd|token|access-key)[\w-]*$", re.I)
