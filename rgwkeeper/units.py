@@ -238,20 +238,25 @@ class FilePath(click.Path):
 
 class Text(click.ParamType):
     """A name or word: refuses an empty value (unless ``empty_ok``), surrounding whitespace and
-    control characters (a newline would split the one-line outputs it is shown in)."""
+    control characters (a newline would split the one-line outputs it is shown in), and, with
+    ``max_len``, more characters than that."""
 
     name = "text"
 
-    def __init__(self, empty_ok: bool = False) -> None:
+    def __init__(self, empty_ok: bool = False, max_len: int | None = None) -> None:
         self.empty_ok = empty_ok
+        self.max_len = max_len
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value == "" and self.empty_ok:
             return value
         try:
-            return check_text(value, "")
+            text = check_text(value, "")
         except UsageError as exc:
             self.fail(str(exc).strip(), param, ctx)
+        if self.max_len is not None and len(text) > self.max_len:
+            self.fail(f"is {len(text):,} characters long; give at most {self.max_len}", param, ctx)
+        return text
 
 
 # The slowest purge rate cap accepted: below it one object waits minutes (a hang to the operator).

@@ -140,9 +140,14 @@ def restore(dry_run: bool, holder: str | None, own: bool, force: bool, as_json: 
         raise SystemExit(1)
 
 
+#: A pause's reason is kept in the journal and shown on one line of status and plan.
+MAX_REASON = 300
+
+
 @click.command()
 @cluster_options
-@click.option("--reason", type=Text(empty_ok=True), default="", help="why, shown by plan, status and the daemon's logs")
+@click.option("--reason", type=Text(empty_ok=True, max_len=MAX_REASON), default="",
+              help=f"why, shown by plan, status and the daemon's logs (at most {MAX_REASON} characters)")
 def pause(reason: str, **kwargs: Any) -> None:
     """Hand control back to the operator: the daemon restores its overrides and changes nothing."""
     with _Session(kwargs) as s:

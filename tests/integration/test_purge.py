@@ -782,10 +782,12 @@ def test_a_rate_capped_purge_finishes_clean_at_its_cap(ceph_cluster, s3, bucket_
     # The cap's own guarantee, not a speed: 60 objects in slots of 20 a second (the first at
     # once) keep the delete step busy for 2 s at least.
     assert doc["step_s"]["delete_objects"] >= 2.0, doc["step_s"]
-    if method == "direct":  # one head at a time by default, and at 20/s that is never what held the purge back
+    if method == "direct":  # one head at a time by default, its requests timed against their slots
         p = doc["pacing"]
         assert p["cap_ops_in_flight"] == 1 and p["cap_requests_timed"] >= 1, p
-        assert p["cap_held_back_by_window"] is False, p
+        # Judged (True or False, not None) on the timed requests; which one depends on the host's
+        # speed, so it is not asserted.
+        assert isinstance(p["cap_held_back_by_window"], bool), p
     else:
         assert "cap_held_back_by_window" not in doc["pacing"]  # no librados window on the s3 method
     assert bucket_stats(ceph_cluster, b) is None

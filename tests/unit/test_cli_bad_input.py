@@ -128,6 +128,7 @@ BAD = [
     ["restore", "--holder", ""],
     ["restore", "--holder", "node1\n"],
     ["pause", "--reason", "deploy\nrgwkeeper: fake line"],
+    ["pause", "--reason", "x" * 301],  # kept in the journal, shown on one line
     ["daemon", "--timeout", "1e400"],
     # loadgen run and verify
     ["loadgen", "run", "--rate", "nan"],
@@ -238,3 +239,9 @@ def test_a_bucket_list_with_a_bad_name_names_its_line_and_contacts_nothing(reach
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and f"{listing} line 3: bucket name 'Bad_Bucket'" in err, err
     assert reached == []
+
+
+def test_a_pause_reason_at_the_limit_gets_as_far_as_the_cluster(reached, capsys):
+    with pytest.raises(AssertionError, match="load_access was reached"):
+        run_cli(cli, ["pause", "--reason", "x" * 300])
+    assert reached == ["rgwkeeper.cli.daemon.load_access"]
