@@ -445,8 +445,7 @@ async def _serve(svc: Service) -> int:
     scheduler.shutdown(wait=False)
     # Cancel the pass still running: the executor journals before it changes anything, so an
     # interrupted change leaves at worst an entry that restores a value never changed. Only the
-    # pass: its own tasks stop with it, and a cancel sent to every task would reach a child
-    # process's spawn, which then never returns (CPython gh-103847; docs/architecture.md).
+    # pass: its own tasks stop with it (docs/architecture.md, "Only the pass is cancelled").
     running = svc.pass_task
     if running is not None and not running.done():
         running.cancel()

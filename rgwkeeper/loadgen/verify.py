@@ -87,8 +87,8 @@ class Maintenance:
 
     async def _command(self, run: RunHandle) -> None:
         try:
-            # Cancelled (the verify stopped), the command is killed at once, as a lost parent
-            # would have it.
+            # Cancelled (the verify stopped), the command is killed at once (SIGKILL); a verify
+            # killed outright sends it SIGTERM through die_with_parent.
             done = await run_child(self.argv, self.timeout_s, stdout=DEVNULL,
                                    # a killed verify leaves no purge running on its own
                                    preexec_fn=functools.partial(die_with_parent, signal.SIGTERM, os.getpid()))

@@ -3,7 +3,8 @@
 Found by CI on Pacific: a SIGTERM that arrived while a pass was spawning radosgw-admin (a few
 milliseconds of each pass) left the daemon waiting until its hard exit, and nothing was
 restored. Shutdown cancelled every task, and one of them was asyncio's own spawn, which then
-never returns (CPython gh-103847).
+never returned (CPython gh-103847). Children are now started by adapters.child, and shutdown
+still cancels only the pass.
 """
 
 from __future__ import annotations
