@@ -6,11 +6,11 @@ cancel that lands while it connects the child's pipes (``asyncio.run``'s teardow
 error, a SIGTERM, a sibling's failure in a gather) can leave the caller waiting forever for an
 exit that is never delivered, or let the loop close with the child still running
 (cpython#125502; docs/architecture.md, "Child processes"). Here the child is started with
-``subprocess.Popen``; one thread reads its output and reaps it, another waits for its exit
-without reaping it (``waitid`` with ``WNOWAIT``). The event loop only waits on futures those
-threads settle. A cancel or timeout signals the child (through a pidfd where the kernel has
-them, so a reaped child's pid reused by another process is never signalled) and waits, bounded,
-for it to exit and for its output to close.
+``subprocess.Popen`` and a thread of its own reads its output and reaps it; the loop learns of
+the exit from a pidfd it watches (a second thread waiting with ``WNOWAIT`` where the kernel has
+no pidfds). A cancel or timeout signals the child (through the pidfd, so a pid reused after the
+child was reaped is never signalled), reaps it once it has exited, and waits, bounded, for its
+output to close.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ KILL_WAIT_S = 10.0
 #: the child started in the background may hold it open.
 OUTPUT_WAIT_S = 2.0
 
+_popen = subprocess.Popen  # the one place a child is started (the unit tests record it)
+
 
 @dataclass(frozen=True)
 class ChildExit:
-    returncode: int  # -N: ended by signal N
+    returncode: int  # -N: ended by signal N (-9: the timeout's kill, unless it exited first)
     stdout: bytes
     stderr: bytes
-    timed_out: bool  # killed at the timeout; returncode is then the kill's
+    timed_out: bool  # stopped at the timeout
 
 
 async def run_child(argv: Sequence[str], timeout_s: float, *, stdout: int = PIPE, cancel_grace_s: float = 0.0,
@@ -59,49 +61,62 @@ async def run_child(argv: Sequence[str], timeout_s: float, *, stdout: int = PIPE
     child = _Child(argv, stdout, preexec_fn)
     try:
         try:
-            out, err = await asyncio.wait_for(asyncio.shield(child.output), timeout_s)
-        except asyncio.TimeoutError:
-            if await child.stop(0.0):
-                raise asyncio.CancelledError() from None
-            return ChildExit(child.returncode(), *child.output_so_far(), timed_out=True)
+            # asyncio.wait, not wait_for: on 3.11 wait_for drops a cancel that lands in the turn
+            # its future settles.
+            done, _ = await asyncio.wait({child.output}, timeout=timeout_s)
         except asyncio.CancelledError:
             # The caller stopped (SIGTERM, Ctrl-C): a child left running would go on changing the
             # cluster (an lc process expiring under a rule being taken off) after we are gone.
             # SIGTERM first, so a child rgwkeeper (the daemon's expire) cleans up too; then SIGKILL.
             await child.stop(cancel_grace_s)
             raise
+        if not done:
+            if await child.stop(0.0):
+                raise asyncio.CancelledError()
+            return ChildExit(child.returncode(), *child.output_so_far(), timed_out=True)
+        out, err = child.output.result()
         return ChildExit(child.returncode(), out, err, timed_out=False)
     finally:
         child.close()
 
 
 class _Child:
-    """One started child, its two threads and the futures they settle on the loop."""
+    """One started child: the thread that reads and reaps it, and how the loop learns it exited."""
 
     def __init__(self, argv: Sequence[str], stdout: int, preexec_fn: Callable[[], Any] | None) -> None:
-        loop = asyncio.get_running_loop()
-        self.proc = subprocess.Popen(list(argv), stdin=DEVNULL, stdout=stdout, stderr=PIPE, preexec_fn=preexec_fn)
+        self.loop = asyncio.get_running_loop()
+        self.proc = _popen(list(argv), stdin=DEVNULL, stdout=stdout, stderr=PIPE, preexec_fn=preexec_fn)
+        self.exited: asyncio.Future[None] = self.loop.create_future()
+        self.output: asyncio.Future[tuple[bytes, bytes]] = self.loop.create_future()
         self.pidfd = _pidfd(self.proc.pid)
-        self.exited: asyncio.Future[int | None] = loop.create_future()
-        self.output: asyncio.Future[tuple[bytes, bytes]] = loop.create_future()
         try:
-            for name, target, fut in ((f"child-{self.proc.pid}-exit", _wait_exit, self.exited),
-                                      (f"child-{self.proc.pid}", _communicate, self.output)):
-                threading.Thread(target=target, args=(self.proc, loop, fut), name=name, daemon=True).start()
-        except BaseException:  # no thread to reap it: it must not outlive this call
+            if self.pidfd is not None:
+                # A pidfd reads ready once its process has exited.
+                self.loop.add_reader(self.pidfd, self._pidfd_ready)
+            else:
+                _thread(f"child-{self.proc.pid}-exit", _wait_exit, self.proc, self.loop, self.exited)
+            _thread(f"child-{self.proc.pid}", _communicate, self.proc, self.loop, self.output)
+        except BaseException:  # nothing reads or reaps it: it must not outlive this call
             self.proc.kill()
             self.proc.wait()
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
             self.close()
             raise
 
+    def _pidfd_ready(self) -> None:
+        self._unwatch()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def _unwatch(self) -> None:
+        if self.pidfd is not None:
+            self.loop.remove_reader(self.pidfd)
+
     def returncode(self) -> int:
-        if self.proc.returncode is not None:
-            return self.proc.returncode
-        if self.exited.done() and not self.exited.cancelled() and self.exited.exception() is None:
-            code = self.exited.result()
-            if code is not None:
-                return code
-        return -1
+        code = self.proc.returncode if self.proc.returncode is not None else self.proc.poll()
+        return code if code is not None else -1
 
     def output_so_far(self) -> tuple[bytes, bytes]:
         if self.output.done() and not self.output.cancelled() and self.output.exception() is None:
@@ -119,16 +134,16 @@ class _Child:
                 self.proc.send_signal(sig)
 
     async def stop(self, grace_s: float) -> bool:
-        """SIGTERM (none with no grace), then SIGKILL after ``grace_s``; returns once the child
-        has exited and its output closed, or the bounded waits gave up (logged). True if the
-        caller was cancelled meanwhile (the caller raises it)."""
+        """SIGTERM (none with no grace), then SIGKILL after ``grace_s``; once the child has
+        exited it is reaped here (its output may stay open) and its output is waited for, up to
+        OUTPUT_WAIT_S, unless the caller is cancelled. Every wait is bounded, and one that gives
+        up is logged. True if the caller was cancelled meanwhile (the caller raises it)."""
         cancelled = False
+        gone = False
         if grace_s > 0:
             self.signal(signal.SIGTERM)
             gone, c = await _despite_cancel(self.exited, grace_s)
             cancelled |= c
-        else:
-            gone = False
         if not gone:
             self.signal(signal.SIGKILL)
             gone, c = await _despite_cancel(self.exited, KILL_WAIT_S)
@@ -136,14 +151,22 @@ class _Child:
         if not gone:
             log.error("a stopped child has not exited after SIGKILL", pid=self.proc.pid)
             return cancelled
-        closed, c = await _despite_cancel(self.output, OUTPUT_WAIT_S)
-        if not closed:
+        self.proc.poll()  # reaped now, even if a process it started holds its output open
+        if cancelled:  # the child is gone and the caller wants out: its output is not waited for
+            return True
+        try:
+            await asyncio.wait({self.output}, timeout=OUTPUT_WAIT_S)
+        except asyncio.CancelledError:
+            return True
+        if not self.output.done():
+            # Its reading thread and pipes stay until that process closes them.
             log.warning("a stopped child exited but its output is still open: a process it started holds it",
                         pid=self.proc.pid)
-        return cancelled | c
+        return False
 
     def close(self) -> None:
         if self.pidfd is not None:
+            self._unwatch()
             os.close(self.pidfd)
             self.pidfd = None
 
@@ -155,20 +178,16 @@ def _pidfd(pid: int) -> int | None:
     return None
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, done: asyncio.Future[int | None]
-               ) -> None:
-    """A thread of the child's own: wait for it to exit, leaving it for ``_communicate`` to reap.
-    The exit code (-N for signal N), or None if it was reaped already."""
-    code: int | None | BaseException
-    try:
-        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        assert info is not None  # None only with WNOHANG
-        code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-    except ChildProcessError:
-        code = None
-    except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
-        code = exc
-    _settle(loop, done, code)
+def _thread(name: str, target: Callable[..., None], *args: Any) -> None:
+    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+    """Without a pidfd, a thread of the child's own: wait for it to exit, leaving it to be
+    reaped by ``_communicate`` or ``stop`` (ECHILD: one of them did already)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    _settle(loop, done, None)
 
 
 def _communicate(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop,
@@ -197,7 +216,7 @@ def _settle(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any], outcome: 
 
 async def _despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> tuple[bool, bool]:
     """Wait up to ``timeout_s`` for ``fut`` even if this task is cancelled meanwhile (only while
-    stopping a child). (whether it finished, whether a cancel came)."""
+    stopping a child): (whether it finished, whether a cancel came)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     cancelled = False
@@ -206,11 +225,7 @@ async def _despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> tuple[b
         if left <= 0:
             return False, cancelled
         try:
-            await asyncio.wait_for(asyncio.shield(fut), left)
+            await asyncio.wait({fut}, timeout=left)  # never drops a cancel, never cancels fut
         except asyncio.CancelledError:
             cancelled = True
-        except asyncio.TimeoutError:
-            pass
-        except Exception:  # noqa: BLE001 - the future's own error: it is done
-            pass
     return True, cancelled

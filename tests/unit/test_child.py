@@ -17,7 +17,7 @@ import pytest
 import structlog.testing
 
 from rgwkeeper.adapters import child as child_mod
-from rgwkeeper.adapters.child import DEVNULL, OUTPUT_WAIT_S, run_child
+from rgwkeeper.adapters.child import DEVNULL, run_child
 from rgwkeeper.loadgen.runner import RunHandle
 from rgwkeeper.loadgen.verify import Maintenance
 
@@ -55,14 +55,22 @@ _TEARDOWN = textwrap.dedent("""
 def started(monkeypatch):
     """The children run_child starts (the real Popen, recorded)."""
     procs: list[subprocess.Popen[bytes]] = []
-    real = child_mod.subprocess.Popen
 
     def popen(*args, **kwargs):
-        procs.append(real(*args, **kwargs))
+        procs.append(subprocess.Popen(*args, **kwargs))
         return procs[-1]
 
-    monkeypatch.setattr(child_mod.subprocess, "Popen", popen)
+    monkeypatch.setattr(child_mod, "_popen", popen)
     return procs
+
+
+@pytest.fixture(params=["pidfd", "thread"])
+def exit_watch(request, monkeypatch):
+    """Both ways the loop learns a child exited: its pidfd, or (a kernel without pidfds) a
+    thread waiting with WNOWAIT."""
+    if request.param == "thread":
+        monkeypatch.setattr(child_mod, "_pidfd", lambda pid: None)
+    return request.param
 
 
 def _reaped(proc: subprocess.Popen[bytes]) -> bool:
@@ -84,40 +92,51 @@ def test_a_run_cut_off_by_the_loops_end_while_starting_stops_its_child_and_retur
     assert proc.stderr == "", proc.stderr
 
 
-def test_a_run_past_its_timeout_is_killed_and_reaped(started):
+def test_a_run_past_its_timeout_is_killed_and_reaped(started, exit_watch):
     done = asyncio.run(run_child(["sleep", "30"], 0.5))
     assert done.timed_out and done.returncode == -signal.SIGKILL, done
     assert len(started) == 1 and _reaped(started[0])
 
 
-def test_a_cancel_during_the_timeouts_stop_is_raised_not_lost(tmp_path):
-    # A child that exits at the timeout's SIGKILL but whose background child holds its output
-    # open: the run waits for the output, and a cancel then must reach the caller (it used to
-    # come back as an ordinary timeout, a CephTimeout through the CLI tools' runner).
+def _holds_output(grandchild) -> list[str]:
+    """sh that starts a background process holding its output open, then sleeps."""
+    return ["sh", "-c", f"sleep 30 & echo $! > {shlex.quote(str(grandchild))}; exec sleep 30"]
+
+
+def test_a_cancel_during_the_timeouts_stop_is_raised_not_lost(tmp_path, monkeypatch, started, exit_watch):
+    # The child is killed at the timeout but its background process holds the output open, so
+    # the run waits for it; a cancel then must reach the caller (it used to come back as an
+    # ordinary timeout, a CephTimeout through the CLI tools' runner), and the output, of a
+    # child that is gone, is not waited for any longer.
+    monkeypatch.setattr(child_mod, "OUTPUT_WAIT_S", 30.0)
     grandchild = tmp_path / "grandchild"
-    script = f"sleep 30 & echo $! > {shlex.quote(str(grandchild))}; exec sleep 30"
 
     async def cancel_while_stopping():
-        task = asyncio.create_task(run_child(["sh", "-c", script], 0.5))
-        await asyncio.sleep(0.5 + OUTPUT_WAIT_S / 2)
+        task = asyncio.create_task(run_child(_holds_output(grandchild), 0.5))
+        while not started or started[0].returncode is None:  # killed and reaped by the stop
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        return started[0].returncode
 
     try:
-        asyncio.run(cancel_while_stopping())
+        with structlog.testing.capture_logs() as logged:
+            assert asyncio.run(cancel_while_stopping()) == -signal.SIGKILL
+        assert logged == []  # not "output is still open": the wait for it did not run out
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(grandchild.read_text()), signal.SIGKILL)
 
 
-def test_a_child_whose_background_process_holds_its_output_is_still_returned_at_the_timeout(tmp_path):
+def test_a_child_whose_background_process_holds_its_output_is_reaped_and_returned_at_the_timeout(
+        tmp_path, started, exit_watch):
     grandchild = tmp_path / "grandchild"
-    script = f"sleep 30 & echo $! > {shlex.quote(str(grandchild))}; exec sleep 30"
     try:
         with structlog.testing.capture_logs() as logged:
-            done = asyncio.run(run_child(["sh", "-c", script], 0.5))
+            done = asyncio.run(run_child(_holds_output(grandchild), 0.5))
         assert done.timed_out and done.returncode == -signal.SIGKILL, done
+        assert _reaped(started[0])  # no zombie while the output stays open
         assert [e["event"] for e in logged] == [
             "a stopped child exited but its output is still open: a process it started holds it"]
     finally:
@@ -134,7 +153,7 @@ def test_output_exit_code_and_a_missing_binary():
         asyncio.run(run_child(["/nonexistent/radosgw-admin"], 10))
 
 
-def test_a_cancel_sends_sigterm_first_and_waits_for_the_child(tmp_path, started):
+def test_a_cancel_sends_sigterm_first_and_waits_for_the_child(tmp_path, started, exit_watch):
     # A child that cleans up on SIGTERM (a child rgwkeeper saving its checkpoint) gets to.
     ready, marker = tmp_path / "ready", tmp_path / "cleaned"
     script = (f"trap 'sleep 0.3; echo cleaned > {shlex.quote(str(marker))}; exit 0' TERM; "
