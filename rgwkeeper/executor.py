@@ -283,7 +283,8 @@ class Executor:
         try:
             # Bounded like every long action, or the watchdog would see a wedged pass; cancelling
             # stops a running lc process and gives a raised full ratio back.
-            report = await asyncio.wait_for(self.expire(a.raise_full_ratio), self.long_timeout_s)
+            async with asyncio.timeout(self.long_timeout_s):
+                report = await self.expire(a.raise_full_ratio)
         except asyncio.TimeoutError:
             log.warning("expiry run", command=a.command(), reason=a.reason, timed_out_s=self.long_timeout_s)
             return ActionResult(a.command(), False, f"not finished within {self.long_timeout_s:g} s: cancelled; "

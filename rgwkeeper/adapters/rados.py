@@ -154,7 +154,9 @@ class RadosAdapter:
         fut = self.submit(self._command_blocking, cmd, osd, text)
         t = timeout or self.access.timeout_s
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(fut), t + 2)
+            # Not wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
+            async with asyncio.timeout(t + 2):
+                return await asyncio.wrap_future(fut)
         except asyncio.TimeoutError:
             raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
 
@@ -553,7 +555,9 @@ class BulkObjects:
 
         fut = self.rados.submit(guarded)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+            # Not wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
+            async with asyncio.timeout(timeout):
+                return await asyncio.wrap_future(fut)
         except asyncio.TimeoutError:
             raise CephTimeout(f"{self.pool}/{what}", f"no answer within {timeout:.0f} s") from None
 

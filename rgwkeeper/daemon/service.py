@@ -317,8 +317,8 @@ class Service:
         The restore is bounded by ``budget_s``."""
         try:
             if self.lease.is_leader():
-                results = await asyncio.wait_for(
-                    self.executor().restore(holders=own_holders(self.instance_id, self.host)), max(1.0, budget_s))
+                async with asyncio.timeout(max(1.0, budget_s)):
+                    results = await self.executor().restore(holders=own_holders(self.instance_id, self.host))
                 log.info("restored before exit", restored=[r.command for r in results if r.status == "restored"],
                          failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])
         except (asyncio.TimeoutError, CephError) as exc:

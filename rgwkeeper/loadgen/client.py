@@ -322,9 +322,8 @@ class S3Client(S3Ops):
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: _Conn(self.clock), self._host, self._port, ssl=self._ssl),
-            min(10.0, self.timeout_s))
+        async with asyncio.timeout(min(10.0, self.timeout_s)):
+            _, conn = await loop.create_connection(lambda: _Conn(self.clock), self._host, self._port, ssl=self._ssl)
         self._all.add(conn)
         return conn
 

@@ -297,7 +297,8 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
         async def flusher() -> None:
             while not done.is_set():
                 try:
-                    await asyncio.wait_for(done.wait(), FLUSH_S)
+                    async with asyncio.timeout(FLUSH_S):
+                        await done.wait()
                 except asyncio.TimeoutError:
                     pass
                 batch = recorder.take()

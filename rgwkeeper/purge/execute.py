@@ -1049,7 +1049,8 @@ class PurgeExecutor:
         apply_i, restore_i = window
         b = self.plan.profile.bucket
         try:
-            await asyncio.wait_for(self._step_lifecycle_restore(), LIFECYCLE_UNDO_TIMEOUT_S)
+            async with asyncio.timeout(LIFECYCLE_UNDO_TIMEOUT_S):
+                await self._step_lifecycle_restore()
         except (Exception, asyncio.CancelledError) as exc:  # a second interrupt ends the attempt too
             self.state.memo["lifecycle_left_on"] = self._lifecycle_put_back_command()
             log.error(f"the purge's lifecycle rule is still on bucket {b}: RGW goes on expiring with it until the "

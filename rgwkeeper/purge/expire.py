@@ -205,7 +205,8 @@ async def _put_back_bounded(xp: ExpirePlan, io: PurgeIO) -> str:
     """``_put_back`` within LIFECYCLE_UNDO_TIMEOUT_S, as the lifecycle purge bounds its own. An
     interrupt (a cancel) is not swallowed: it ends the put-back and goes on up."""
     try:
-        return await asyncio.wait_for(_put_back(xp, io), LIFECYCLE_UNDO_TIMEOUT_S)
+        async with asyncio.timeout(LIFECYCLE_UNDO_TIMEOUT_S):
+            return await _put_back(xp, io)
     except asyncio.TimeoutError:
         return ("putting back the bucket's rules from before got no answer in time: check them with "
                 "GetBucketLifecycleConfiguration")

@@ -223,7 +223,8 @@ async def probe_loop(pacer: Pacer, write: Callable[[], Awaitable[None]], *, inte
         took = await time_probe(write, clock)
         pacer.observe(max(pacer.target_s * 2, 1.0) if took is None else took, clock())
         try:
-            await asyncio.wait_for(stop.wait(), interval_s)
+            async with asyncio.timeout(interval_s):
+                await stop.wait()
         except asyncio.TimeoutError:
             pass
 
