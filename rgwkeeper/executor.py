@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Prot
 
 import structlog
 
+from rgwkeeper.aio import bounded
 from rgwkeeper.actions import (Action, CompactOsd, CreateBucket, DeepScrubPg, RemoveConfig, ReshardBucket, RestoreAll,
                                RunExpire, SetConfig, SetFlag, SetMinShards, UnsetFlag)
 from rgwkeeper.adapters.rados import RadosAdapter
@@ -283,7 +284,7 @@ class Executor:
         try:
             # Bounded like every long action, or the watchdog would see a wedged pass; cancelling
             # stops a running lc process and gives a raised full ratio back.
-            async with asyncio.timeout(self.long_timeout_s):
+            async with bounded(self.long_timeout_s):
                 report = await self.expire(a.raise_full_ratio)
         except asyncio.TimeoutError:
             log.warning("expiry run", command=a.command(), reason=a.reason, timed_out_s=self.long_timeout_s)

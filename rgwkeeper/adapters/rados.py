@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Protocol
 import structlog
 
 from rgwkeeper.access import ClusterAccess
+from rgwkeeper.aio import bounded
 from rgwkeeper.adapters import gc
 from rgwkeeper.encoding import enc_bool, enc_string, enc_struct
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, CredentialsError, UsageError
@@ -154,8 +155,8 @@ class RadosAdapter:
         fut = self.submit(self._command_blocking, cmd, osd, text)
         t = timeout or self.access.timeout_s
         try:
-            # Not wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
-            async with asyncio.timeout(t + 2):
+            # Not asyncio.wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
+            async with bounded(t + 2):
                 return await asyncio.wrap_future(fut)
         except asyncio.TimeoutError:
             raise CephTimeout(_describe(cmd, osd), f"no answer within {t:.0f} s") from None
@@ -555,8 +556,8 @@ class BulkObjects:
 
         fut = self.rados.submit(guarded)
         try:
-            # Not wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
-            async with asyncio.timeout(timeout):
+            # Not asyncio.wait_for: on 3.11 it drops a cancel (docs/architecture.md, "Bounded waits keep a cancel").
+            async with bounded(timeout):
                 return await asyncio.wrap_future(fut)
         except asyncio.TimeoutError:
             raise CephTimeout(f"{self.pool}/{what}", f"no answer within {timeout:.0f} s") from None

@@ -31,6 +31,7 @@ from rgwkeeper.access import ClusterAccess, check_private
 from rgwkeeper.adapters.rados import LockBusy, ObjectStore, RadosAdapter, ensure_pool
 from rgwkeeper.adapters.cephcli import CANCEL_GRACE_S, CephCli
 from rgwkeeper.adapters.connect import ClusterAdapters, open_adapters
+from rgwkeeper.aio import bounded
 from rgwkeeper.config import Config
 from rgwkeeper.daemon import sdnotify
 from rgwkeeper.daemon.metrics import Metrics
@@ -317,7 +318,7 @@ class Service:
         The restore is bounded by ``budget_s``."""
         try:
             if self.lease.is_leader():
-                async with asyncio.timeout(max(1.0, budget_s)):
+                async with bounded(max(1.0, budget_s)):
                     results = await self.executor().restore(holders=own_holders(self.instance_id, self.host))
                 log.info("restored before exit", restored=[r.command for r in results if r.status == "restored"],
                          failed=[f"{r.command}: {r.detail}" for r in results if not r.ok])

@@ -40,6 +40,7 @@ from urllib.parse import quote, urlsplit
 import httptools
 
 from rgwkeeper.access import RgwCredentials
+from rgwkeeper.aio import bounded
 from rgwkeeper.adapters.endpoints import Endpoints
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, UsageError
 
@@ -322,7 +323,7 @@ class S3Client(S3Ops):
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(min(10.0, self.timeout_s)):
+        async with bounded(min(10.0, self.timeout_s)):
             _, conn = await loop.create_connection(lambda: _Conn(self.clock), self._host, self._port, ssl=self._ssl)
         self._all.add(conn)
         return conn

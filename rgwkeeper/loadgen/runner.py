@@ -46,6 +46,7 @@ from typing import Any, Awaitable, Callable, Protocol
 import structlog
 
 from rgwkeeper.access import RgwCredentials
+from rgwkeeper.aio import bounded
 from rgwkeeper.errors import CephError, CephTimeout, CephUnreachable, RgwkeeperError, UsageError
 from rgwkeeper.lifeline import die_with_parent
 from rgwkeeper.loadgen.client import S3Clients, S3Ops, is_ok
@@ -297,7 +298,7 @@ async def _worker(spec: RunSpec, index: int, credentials: RgwCredentials, conn: 
         async def flusher() -> None:
             while not done.is_set():
                 try:
-                    async with asyncio.timeout(FLUSH_S):
+                    async with bounded(FLUSH_S):
                         await done.wait()
                 except asyncio.TimeoutError:
                     pass

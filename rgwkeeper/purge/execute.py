@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import structlog
 
+from rgwkeeper.aio import bounded
 from rgwkeeper.adapters.adminapi import AdminApi
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
 from rgwkeeper.adapters.radosgw_admin import RadosgwAdmin
@@ -1049,7 +1050,7 @@ class PurgeExecutor:
         apply_i, restore_i = window
         b = self.plan.profile.bucket
         try:
-            async with asyncio.timeout(LIFECYCLE_UNDO_TIMEOUT_S):
+            async with bounded(LIFECYCLE_UNDO_TIMEOUT_S):
                 await self._step_lifecycle_restore()
         except (Exception, asyncio.CancelledError) as exc:  # a second interrupt ends the attempt too
             self.state.memo["lifecycle_left_on"] = self._lifecycle_put_back_command()

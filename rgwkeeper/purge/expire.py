@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
+from rgwkeeper.aio import bounded
 from rgwkeeper.adapters import radosgw_admin as rgwa
 from rgwkeeper.errors import CephError, RgwkeeperError, UsageError
 from rgwkeeper.purge import lcrun
@@ -205,7 +206,7 @@ async def _put_back_bounded(xp: ExpirePlan, io: PurgeIO) -> str:
     """``_put_back`` within LIFECYCLE_UNDO_TIMEOUT_S, as the lifecycle purge bounds its own. An
     interrupt (a cancel) is not swallowed: it ends the put-back and goes on up."""
     try:
-        async with asyncio.timeout(LIFECYCLE_UNDO_TIMEOUT_S):
+        async with bounded(LIFECYCLE_UNDO_TIMEOUT_S):
             return await _put_back(xp, io)
     except asyncio.TimeoutError:
         return ("putting back the bucket's rules from before got no answer in time: check them with "

@@ -22,6 +22,7 @@ from typing import Awaitable, Callable
 
 import structlog
 
+from rgwkeeper.aio import bounded
 from rgwkeeper.units import MAX_PURGE_RATE, MIN_PURGE_RATE, check_number, rate_cap_ok
 from rgwkeeper.errors import UsageError
 
@@ -223,7 +224,7 @@ async def probe_loop(pacer: Pacer, write: Callable[[], Awaitable[None]], *, inte
         took = await time_probe(write, clock)
         pacer.observe(max(pacer.target_s * 2, 1.0) if took is None else took, clock())
         try:
-            async with asyncio.timeout(interval_s):
+            async with bounded(interval_s):
                 await stop.wait()
         except asyncio.TimeoutError:
             pass

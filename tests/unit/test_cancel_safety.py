@@ -1,8 +1,11 @@
-"""A cancel (SIGTERM, Ctrl-C, the daemon's shutdown) is never dropped by a bounded wait.
+"""A cancel (SIGTERM, Ctrl-C, the daemon's shutdown) is never dropped by a bounded wait, and a
+bounded wait in cleanup after a cancel still times out (docs/architecture.md, "Bounded waits
+keep a cancel").
 
 On Python 3.11 ``asyncio.wait_for`` returns the result, and drops the cancel, when the cancel
-lands in the loop turn its future completes (docs/architecture.md, "Child processes"): a
-purge told to stop by SIGTERM as one of its librados calls answered went on purging.
+lands in the loop turn its future completes: a purge told to stop by SIGTERM as one of its
+librados calls answered went on purging. And 3.11's ``asyncio.timeout`` raises CancelledError,
+not TimeoutError, when it expires in a task that caught a cancel before.
 """
 
 from __future__ import annotations
@@ -17,18 +20,101 @@ import pytest
 
 from rgwkeeper.access import ClusterAccess
 from rgwkeeper.adapters.rados import BulkObjects, RadosAdapter
+from rgwkeeper.aio import bounded
+from rgwkeeper.errors import CephTimeout
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rgwkeeper"
 
 
-def test_no_module_bounds_a_wait_with_wait_for():
+def test_every_bounded_wait_in_the_package_is_bounded():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE.parent)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Attribute) and node.attr == "wait_for" and isinstance(node.value, ast.Name)
-                    and node.value.id == "asyncio"):
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
-    assert found == [], f"asyncio.wait_for drops a cancel on 3.11; use `async with asyncio.timeout(...)`: {found}"
+            if (isinstance(node, ast.Attribute) and node.attr in ("wait_for", "timeout", "timeout_at")
+                    and isinstance(node.value, ast.Name) and node.value.id == "asyncio"
+                    and not (str(where) == "rgwkeeper/aio.py" and node.attr == "timeout")):
+                found.append(f"{where}:{node.lineno}: asyncio.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("asyncio"):
+                found += [f"{where}:{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                          if a.name in ("wait_for", "timeout", "timeout_at")]
+    assert found == [], f"use rgwkeeper.aio.bounded: {found}"
+
+
+def _in_task_that_caught_a_cancel(body: Callable[[], Awaitable[str]]) -> str:
+    """``body``'s outcome, run as cleanup in a task that has caught a cancel (Ctrl-C, SIGTERM)."""
+    async def task() -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return await body()
+        return "never cancelled"
+
+    async def main() -> str:
+        t = asyncio.create_task(task())
+        await asyncio.sleep(0)
+        t.cancel()
+        return await t
+
+    return asyncio.run(main())
+
+
+def test_bounded_times_out_in_cleanup_after_a_cancel():
+    async def cleanup() -> str:
+        try:
+            async with bounded(0.05):
+                await asyncio.sleep(3600)
+        except TimeoutError:
+            return "timed out"
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "finished"
+
+    assert _in_task_that_caught_a_cancel(cleanup) == "timed out"
+
+
+def test_bounded_lets_a_second_cancel_through_cleanup():
+    async def main() -> str:
+        async def task() -> str:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                async with bounded(3600):
+                    await asyncio.sleep(3600)
+            return "went on"
+
+        t = asyncio.create_task(task())
+        for _ in range(2):  # a Ctrl-C, then a second one during the cleanup
+            await asyncio.sleep(0)
+            t.cancel()
+        try:
+            return await t
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    assert asyncio.run(main()) == "cancelled"
+
+
+def test_bounded_is_a_timeout_and_passes_a_cancel_on():
+    async def wait(limit_s: float) -> str:
+        try:
+            async with bounded(limit_s):
+                await asyncio.sleep(3600)
+        except TimeoutError:
+            return "timed out"
+        return "finished"
+
+    async def main() -> tuple[str, str]:
+        t = asyncio.create_task(wait(3600))
+        await asyncio.sleep(0)
+        t.cancel()
+        try:
+            other = await t
+        except asyncio.CancelledError:
+            other = "cancelled"
+        return await wait(0.05), other
+
+    assert asyncio.run(main()) == ("timed out", "cancelled")
 
 
 class _NoCluster:
@@ -95,5 +181,26 @@ def test_a_bulk_librados_call_cancelled_as_it_answers_is_cancelled(tmp_path, wra
     try:
         call = lambda: bulk.stat_many([("a", "")], window=1)  # noqa: E731
         assert _cancel_as_it_answers(adapter, call, wrapped) == "cancelled"
+    finally:
+        adapter.close()
+
+
+def test_a_mon_command_in_cleanup_after_a_cancel_times_out_as_a_timeout(tmp_path):
+    # A full ratio given back after Ctrl-C, to a mon that does not answer: CephTimeout, which the
+    # give-back reports ("run rgwkeeper restore"), not a CancelledError that skips the report.
+    adapter = _adapter(tmp_path)
+    adapter.submit = lambda *a, **k: concurrent.futures.Future()  # type: ignore[method-assign]
+
+    async def give_back() -> str:
+        try:
+            await adapter.acommand({"prefix": "osd set-full-ratio", "ratio": 0.95}, timeout=0.01)
+        except CephTimeout:
+            return "CephTimeout"
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "answered"
+
+    try:
+        assert _in_task_that_caught_a_cancel(give_back) == "CephTimeout"
     finally:
         adapter.close()

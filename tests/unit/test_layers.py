@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2] / "rgwkeeper"
 ENTRY = {"rgwkeeper.__main__", "rgwkeeper.loadgen.__main__"}
 #: Leaf modules: pure helpers and plain data every layer may use; they import only each other.
 BASE = {"rgwkeeper", "rgwkeeper.errors", "rgwkeeper.units", "rgwkeeper.names", "rgwkeeper.releases",
-        "rgwkeeper.lifecycle", "rgwkeeper.hostid", "rgwkeeper.lifeline", "rgwkeeper.locks", "rgwkeeper.logs", "rgwkeeper.encoding"}
+        "rgwkeeper.lifecycle", "rgwkeeper.hostid", "rgwkeeper.lifeline", "rgwkeeper.locks", "rgwkeeper.logs", "rgwkeeper.encoding",
+        "rgwkeeper.aio"}
 #: Configuration and cluster access: files and settings, no Ceph.
 SETTINGS = {"rgwkeeper.access", "rgwkeeper.config"}
 #: Decisions from plain data: no adapter, no executor, no I/O.

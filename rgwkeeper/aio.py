@@ -1,0 +1,45 @@
+"""``bounded``: a wait with a deadline that never drops a cancel, and still times out in cleanup.
+
+Two faults of Python 3.11's asyncio, both met by rgwkeeper (docs/architecture.md, "Bounded waits
+keep a cancel"):
+
+- ``asyncio.wait_for`` returns its future's result, and drops the cancel, when the cancel lands
+  in the loop turn the future completes: a SIGTERM was lost and a purge went on purging.
+- ``asyncio.timeout`` (3.11) turns its expiry into TimeoutError only when its task has no other
+  cancel outstanding, counted from zero, not from when it was entered (fixed in 3.12). In cleanup
+  that runs after a caught cancel (a full ratio given back after Ctrl-C), an expired wait then
+  raises CancelledError, past the ``except`` that reports what was left undone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+
+class bounded:
+    """``async with bounded(seconds):``, as ``asyncio.timeout``: the block is cancelled at the
+    deadline and TimeoutError raised in its place, also in a task that caught a cancel before
+    (its count taken on entry); a cancel from anyone else goes on up as CancelledError."""
+
+    def __init__(self, delay_s: float) -> None:
+        self._timeout = asyncio.timeout(delay_s)
+        self._task: asyncio.Task[object] | None = None
+        self._before = 0
+
+    async def __aenter__(self) -> bounded:
+        self._task = asyncio.current_task()
+        if self._task is None:
+            raise RuntimeError("bounded() must be used inside a task")
+        self._before = self._task.cancelling()
+        await self._timeout.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        handled = await self._timeout.__aexit__(exc_type, exc, tb)  # raises TimeoutError where 3.11 gets it right
+        assert self._task is not None
+        if (self._timeout.expired() and exc_type is asyncio.CancelledError
+                and self._task.cancelling() <= self._before):
+            raise TimeoutError from None  # only this deadline's cancel was outstanding
+        return handled
