@@ -23,23 +23,31 @@ class bounded:
     (its count taken on entry); a cancel from anyone else goes on up as CancelledError."""
 
     def __init__(self, delay_s: float) -> None:
-        self._timeout = asyncio.timeout(delay_s)
+        self._delay_s = delay_s
+        self._timeout: asyncio.Timeout | None = None
         self._task: asyncio.Task[object] | None = None
         self._before = 0
 
     async def __aenter__(self) -> bounded:
+        if self._timeout is not None:
+            raise RuntimeError("a bounded() block is entered once")
         self._task = asyncio.current_task()
         if self._task is None:
             raise RuntimeError("bounded() must be used inside a task")
         self._before = self._task.cancelling()
+        self._timeout = asyncio.timeout(self._delay_s)  # the deadline counts from here
         await self._timeout.__aenter__()
         return self
 
+    def when(self) -> float | None:
+        """The deadline, on the loop's clock (None before the block is entered)."""
+        return self._timeout.when() if self._timeout is not None else None
+
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
+        assert self._timeout is not None and self._task is not None
         handled = await self._timeout.__aexit__(exc_type, exc, tb)  # raises TimeoutError where 3.11 gets it right
-        assert self._task is not None
-        if (self._timeout.expired() and exc_type is asyncio.CancelledError
+        if (self._timeout.expired() and exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
                 and self._task.cancelling() <= self._before):
             raise TimeoutError from None  # only this deadline's cancel was outstanding
         return handled

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import concurrent.futures
+import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -26,19 +27,48 @@ from rgwkeeper.errors import CephTimeout
 PACKAGE = Path(__file__).resolve().parents[2] / "rgwkeeper"
 
 
+_UNBOUNDED = {"wait_for", "timeout", "timeout_at", "timeouts"}
+
+
+def _asyncio_names(tree: ast.AST) -> set[str]:
+    """The names a module binds to asyncio or one of its submodules (``import asyncio as aio``)."""
+    names = {"asyncio"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "asyncio"}
+    return names
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def test_every_bounded_wait_in_the_package_is_bounded():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        where = path.relative_to(PACKAGE.parent)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Attribute) and node.attr in ("wait_for", "timeout", "timeout_at")
-                    and isinstance(node.value, ast.Name) and node.value.id == "asyncio"
-                    and not (str(where) == "rgwkeeper/aio.py" and node.attr == "timeout")):
-                found.append(f"{where}:{node.lineno}: asyncio.{node.attr}")
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("asyncio"):
+        where = str(path.relative_to(PACKAGE.parent))
+        tree = ast.parse(path.read_text(), where)
+        asyncio_names = _asyncio_names(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr in _UNBOUNDED and _root(node) in asyncio_names
+                    and not (where == "rgwkeeper/aio.py" and node.attr == "timeout")):
+                found.append(f"{where}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "asyncio":
                 found += [f"{where}:{node.lineno}: from {node.module} import {a.name}" for a in node.names
-                          if a.name in ("wait_for", "timeout", "timeout_at")]
+                          if a.name in _UNBOUNDED]
     assert found == [], f"use rgwkeeper.aio.bounded: {found}"
+
+
+def test_the_source_check_sees_each_way_of_writing_it(tmp_path, monkeypatch):
+    for line in ("asyncio.wait_for(x, 1)", "import asyncio as aio\naio.timeout(1)", "asyncio.tasks.wait_for(x, 1)",
+                 "from asyncio import timeout", "from asyncio.tasks import wait_for"):
+        (tmp_path / "rgwkeeper").mkdir(exist_ok=True)
+        (tmp_path / "rgwkeeper" / "m.py").write_text(line + "\n")
+        monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "rgwkeeper")
+        with pytest.raises(AssertionError, match="use rgwkeeper.aio.bounded"):
+            test_every_bounded_wait_in_the_package_is_bounded()
 
 
 def _in_task_that_caught_a_cancel(body: Callable[[], Awaitable[str]]) -> str:
@@ -93,6 +123,46 @@ def test_bounded_lets_a_second_cancel_through_cleanup():
             return "cancelled"
 
     assert asyncio.run(main()) == "cancelled"
+
+
+def test_bounded_in_cleanup_passes_on_a_cancel_that_lands_with_its_deadline():
+    # Counted from entry: a cancel from elsewhere, at the deadline, is still a cancel.
+    async def main() -> str:
+        async def task() -> str:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                try:
+                    async with bounded(0.05) as b:
+                        when = b.when()
+                        assert when is not None
+                        asyncio.get_running_loop().call_at(when, me.cancel)
+                        await asyncio.sleep(3600)
+                except TimeoutError:
+                    return "timed out"
+            return "went on"
+
+        me = asyncio.create_task(task())
+        await asyncio.sleep(0)
+        me.cancel()
+        try:
+            return await me
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    assert asyncio.run(main()) == "cancelled"
+
+
+def test_a_bounded_block_is_entered_once():
+    async def main() -> None:
+        b = bounded(1)
+        async with b:
+            pass
+        async with b:
+            pass
+
+    with pytest.raises(RuntimeError, match="entered once"):
+        asyncio.run(main())
 
 
 def test_bounded_is_a_timeout_and_passes_a_cancel_on():
