@@ -1,4 +1,5 @@
-"""``bounded``: a wait with a deadline that never drops a cancel, and still times out in cleanup.
+"""Waits that keep a cancel: ``bounded`` (a deadline that never drops a cancel and still times
+out in cleanup) and ``wait_despite_cancel`` (cleanup that a cancel must not cut short).
 
 Two faults of Python 3.11's asyncio, both met by rgwkeeper (docs/architecture.md, "Bounded waits
 keep a cancel"):
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
+from typing import Any
 
 
 class bounded:
@@ -51,3 +53,21 @@ class bounded:
                 and self._task.cancelling() <= self._before):
             raise TimeoutError from None  # only this deadline's cancel was outstanding
         return handled
+
+
+async def wait_despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> tuple[bool, bool]:
+    """Wait up to ``timeout_s`` for ``fut`` even if this task is cancelled meanwhile, for cleanup
+    that must not be cut short (a child process being stopped): (whether it finished, whether a
+    cancel came, which the caller raises). ``fut`` is never cancelled."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    cancelled = False
+    while not fut.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            return False, cancelled
+        try:
+            await asyncio.wait({fut}, timeout=left)  # never drops a cancel, never cancels fut
+        except asyncio.CancelledError:
+            cancelled = True
+    return True, cancelled

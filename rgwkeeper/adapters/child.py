@@ -26,6 +26,8 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
+from rgwkeeper.aio import wait_despite_cancel
+
 log = structlog.get_logger(__name__)
 
 PIPE = subprocess.PIPE
@@ -142,11 +144,11 @@ class _Child:
         gone = False
         if grace_s > 0:
             self.signal(signal.SIGTERM)
-            gone, c = await _despite_cancel(self.exited, grace_s)
+            gone, c = await wait_despite_cancel(self.exited, grace_s)
             cancelled |= c
         if not gone:
             self.signal(signal.SIGKILL)
-            gone, c = await _despite_cancel(self.exited, KILL_WAIT_S)
+            gone, c = await wait_despite_cancel(self.exited, KILL_WAIT_S)
             cancelled |= c
         if not gone:
             log.error("a stopped child has not exited after SIGKILL", pid=self.proc.pid)
@@ -212,20 +214,3 @@ def _settle(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any], outcome: 
     # The loop closed: its run gave up waiting (logged), or its caller abandoned it.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(settle)
-
-
-async def _despite_cancel(fut: asyncio.Future[Any], timeout_s: float) -> tuple[bool, bool]:
-    """Wait up to ``timeout_s`` for ``fut`` even if this task is cancelled meanwhile (only while
-    stopping a child): (whether it finished, whether a cancel came)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    cancelled = False
-    while not fut.done():
-        left = deadline - loop.time()
-        if left <= 0:
-            return False, cancelled
-        try:
-            await asyncio.wait({fut}, timeout=left)  # never drops a cancel, never cancels fut
-        except asyncio.CancelledError:
-            cancelled = True
-    return True, cancelled
